@@ -1,0 +1,61 @@
+# Two commands set everything up on a fresh machine: `make lab` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Where a CPU build of torch comes from when no local wheel is found.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+JOBS ?= $(shell nproc)
+
+.PHONY: env lab test lint release check-release outputs bench grade sandbox clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	@# torch first, so the project's `torch` requirement never pulls a multi-GB CUDA build.
+	$(PY) -c "import torch" 2>/dev/null \
+	  || $(PY) -m pip install --quiet --no-index --only-binary=:all: torch 2>/dev/null \
+	  || $(PY) -m pip install --quiet torch --index-url $(TORCH_CPU_INDEX)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+# bubblewrap isolates graded submissions; installed from Debian's packages when we can.
+sandbox:
+	@command -v bwrap >/dev/null \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	       && (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) ; } \
+	  || echo "note: bubblewrap not installed; sandboxed grading tests will fail"
+
+lab: env
+	$(VENV)/bin/jupyter lab --notebook-dir=. notebooks
+
+lint: env
+	$(VENV)/bin/ruff check .
+
+release: env
+	$(PY) -m grading release
+
+# CI: the release must be exactly what `make release` makes from solutions/.
+check-release: release
+	@git diff --exit-code --stat -- notebooks \
+	  && test -z "$$(git status --porcelain -- notebooks)" \
+	  || { echo "notebooks/ is stale: run 'make release' and commit"; exit 1; }
+
+outputs: env
+	$(PY) -m grading outputs
+
+test: env sandbox lint check-release
+	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile tests
+	$(VENV)/bin/pytest --nbval solutions
+
+bench: env
+	$(PY) -m helpers.bench $(BENCH_ARGS)
+
+grade: env sandbox
+	$(PY) -m grading grade $(GRADE_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
