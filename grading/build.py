@@ -1,0 +1,99 @@
+"""Build steps for the notebooks: the student release and the stored outputs.
+
+``release``: nbgrader's own ``generate_assignment`` turns each ``solutions/NN_name``
+into ``notebooks/NN_name`` (solutions stubbed, hidden tests and outputs removed,
+checksums recorded). It runs in a throwaway course folder so the repository never
+collects a gradebook or nbgrader's intermediate folders.
+
+``outputs``: re-execute each solutions notebook in place and strip volatile noise
+(execution counts, timing metadata) so that reruns diff cleanly and nbval compares
+only what matters.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "solutions"
+RELEASE = ROOT / "notebooks"
+
+
+def chapters(source: Path = SOURCE) -> list[str]:
+    """Assignment names: every ``NN_name`` folder holding ``NN_name.ipynb``."""
+    return sorted(p.parent.name for p in source.glob("*/*.ipynb") if p.stem == p.parent.name)
+
+
+def release(source: Path = SOURCE, target: Path = RELEASE) -> list[Path]:
+    """Regenerate the student release of every chapter; returns the notebooks written."""
+    names = chapters(source)
+    if not names:
+        raise FileNotFoundError(f"no chapters under {source} (expected NN_name/NN_name.ipynb)")
+    written = []
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        course = Path(tmp)
+        shutil.copytree(source, course / "source", ignore=shutil.ignore_patterns(".*"))
+        for name in names:
+            subprocess.run(
+                [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
+                 "--log-level=WARN",
+                 f"--CourseDirectory.root={course}",
+                 f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}"],
+                check=True,
+                cwd=course,
+            )  # fmt: skip
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(course / "release", target)
+    for name in names:
+        written.extend(sorted((target / name).glob("*.ipynb")))
+    return written
+
+
+def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop what changes on every run but carries no meaning."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        for output in cell.outputs:
+            if "execution_count" in output:
+                output.execution_count = None
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
+    """Run a notebook top to bottom in its own folder with a fresh kernel."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+        store_widget_state=False,
+    )
+    client.execute()
+    return clean(nb)
+
+
+def outputs(names: list[str] | None = None, source: Path = SOURCE) -> list[Path]:
+    """Re-execute solutions notebooks in place (all chapters, or ``names``)."""
+    done = []
+    for name in names or chapters(source):
+        path = source / name / f"{name}.ipynb"
+        if not path.is_file():
+            raise FileNotFoundError(f"no notebook {path}")
+        nbformat.write(execute(path), path)
+        done.append(path)
+    return done
