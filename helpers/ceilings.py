@@ -1,0 +1,271 @@
+"""This device's two ceilings, measured (chapter 4, `04_timing`; used in chapter 5).
+
+- Matmul ceiling per dtype: the best FLOP/s of a few large GEMMs (square and rectangular),
+  run with the same call the sweep uses, ``torch.nn.functional.linear``. A datasheet peak
+  is not reachable by real code; this is the roof real code can hit.
+- Memory bandwidth: ``x.sum()`` over an fp32 buffer far larger than the last-level cache, a
+  read-dominated stream like a decode matmul's weight read. Bytes counted = the buffer's
+  size, read once per call; the one-element result's write is negligible.
+
+Both are labelled "measured" and carry the device name, torch version and date; where the
+device is in ``helpers.hardware``'s table, its datasheet figures sit beside them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from helpers import timing
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "Ceilings",
+    "DTYPE_NAMES",
+    "torch_dtype",
+    "device_name",
+    "device_memory_bytes",
+    "datasheet_chip",
+    "check_device",
+    "gemm_shapes",
+    "measure_matmul_ceiling",
+    "measure_bandwidth",
+    "measure_ceilings",
+]
+
+DTYPE_NAMES = ("fp32", "bf16", "fp16")
+
+MiB = 2**20
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured matmul ceilings (FLOP/s per dtype) and bandwidth (B/s) of one device."""
+
+    device: str
+    device_name: str
+    torch_version: str
+    date: str
+    threads: int
+    matmul_flops: dict[str, float]
+    matmul_shape: dict[str, tuple[int, int, int]]
+    bandwidth: float
+    bandwidth_method: str
+    cache_bytes: int
+    datasheet_chip: str | None = None
+    datasheet_flops: dict[str, float] = field(default_factory=dict)
+    datasheet_bandwidth: float | None = None
+    label: str = "measured"
+
+    def peak(self, dtype: str) -> float:
+        """Measured matmul ceiling for ``dtype`` in FLOP/s."""
+        try:
+            return self.matmul_flops[dtype]
+        except KeyError:
+            raise ValueError(
+                f"no measured ceiling for {dtype!r}; measured: {', '.join(self.matmul_flops)}"
+            ) from None
+
+    def ridge(self, dtype: str) -> float:
+        """Measured ridge point in FLOP/B: below it a matmul is memory-bound (chapter 3)."""
+        return self.peak(dtype) / self.bandwidth
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"fp32"`` → ``torch.float32`` etc.; ValueError naming the known dtypes otherwise."""
+    import torch
+
+    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}: known are {', '.join(DTYPE_NAMES)}") from None
+
+
+def check_device(device: str) -> str:
+    """The device string, validated: ValueError if unknown or not present here."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but no CUDA device is available")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} requested but MPS is not available")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unsupported device {device!r}: use cpu, cuda or mps")
+    return device
+
+
+def _command_output(command: list[str]) -> str:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def device_name(device: str) -> str:
+    """A human-readable name: the GPU's name, or the CPU's model name."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.get_device_name(torch.device(device))
+    if kind == "mps":
+        return _command_output(["sysctl", "-n", "machdep.cpu.brand_string"]) or "Apple GPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return (_command_output(["sysctl", "-n", "machdep.cpu.brand_string"])
+            or platform.processor() or platform.machine())  # fmt: skip
+
+
+def device_memory_bytes(device: str) -> int:
+    """Memory a benchmark may plan around: free GPU memory, MPS's recommended maximum, or
+    the CPU's available RAM (total RAM where that is not reported)."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    if kind == "mps":
+        return int(torch.mps.recommended_max_memory())
+    pages = os.sysconf("SC_AVPHYS_PAGES") if "SC_AVPHYS_PAGES" in os.sysconf_names else None
+    pages = pages or os.sysconf("SC_PHYS_PAGES")
+    return int(pages * os.sysconf("SC_PAGE_SIZE"))
+
+
+def datasheet_chip(name: str) -> str | None:
+    """The ``helpers.hardware`` chip whose name best matches a device name, or None.
+
+    A chip matches when its first word (e.g. "H100") is a word of the device name; among
+    matches, the one sharing the most words wins ("NVIDIA H100 PCIe" → "H100 PCIe").
+    """
+    from helpers import hardware
+
+    words = set(re.findall(r"[\w.]+", name.upper()))
+    best: tuple[int, str] | None = None
+    for chip in hardware.names():
+        chip_words = re.findall(r"[\w.]+", chip.upper())
+        if chip_words[0] not in words:
+            continue
+        score = sum(w in words for w in chip_words)
+        if best is None or score > best[0]:
+            best = (score, chip)
+    return best[1] if best else None
+
+
+def gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
+    """(m, k, n) GEMMs tried for the ceiling: large enough to be compute-bound, small
+    enough to run in a second or two on the device (a 2-core CPU does ~1e11 FLOP/s)."""
+    import torch
+
+    if torch.device(device).type == "cpu":
+        shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 1024, 2048)]
+        return shapes if quick else shapes + [(4096, 4096, 4096), (4096, 4096, 1024)]
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 16384)]
+    return shapes if quick else shapes + [(16384, 16384, 16384), (16384, 8192, 4096)]
+
+
+def measure_matmul_ceiling(
+    device: str, dtype: str, quick: bool = True, shapes: list[tuple[int, int, int]] | None = None
+) -> tuple[float, tuple[int, int, int]]:
+    """Best FLOP/s over ``shapes`` (default ``gemm_shapes``) and the shape that reached it.
+
+    The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
+    its best case, which is what a ceiling is.
+    """
+    import torch.nn.functional as F
+
+    best: tuple[float, tuple[int, int, int]] | None = None
+    for m, k, n in shapes or gemm_shapes(device, quick):
+        x = timing.random_tensor((m, k), torch_dtype(dtype), device)
+        w = timing.random_tensor((n, k), torch_dtype(dtype), device)
+        measured = timing.time_callable(F.linear, [(x, w)], device, warmup=1,
+                                        min_run_time=0.1 if quick else 0.5,
+                                        max_run_time=0.5 if quick else 3.0)  # fmt: skip
+        flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
+        if best is None or flops > best[0]:
+            best = (flops, (m, k, n))
+        del x, w
+    assert best is not None
+    return best
+
+
+def bandwidth_buffer_bytes(device: str, quick: bool) -> int:
+    """Size of the streamed buffer: many times the last-level cache, at least 256 MiB
+    (1 GiB in full mode), at most a quarter of the device's memory."""
+    cache = timing.last_level_cache_bytes(device)
+    wanted = max(8 * cache, 256 * MiB) if quick else max(16 * cache, GiB)
+    return int(min(wanted, device_memory_bytes(device) // 4))
+
+
+def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None) -> float:
+    """Read bandwidth in B/s: ``x.sum()`` over an fp32 buffer of ``nbytes`` (default
+    ``bandwidth_buffer_bytes``); bytes counted = the buffer, read once per call."""
+    import torch
+
+    nbytes = nbytes or bandwidth_buffer_bytes(device, quick)
+    x = timing.random_tensor((nbytes // 4,), torch.float32, device)
+    measured = timing.time_callable(torch.sum, [(x,)], device, warmup=2,
+                                    min_run_time=0.2 if quick else 1.0,
+                                    max_run_time=0.5 if quick else 3.0)  # fmt: skip
+    return timing.achieved_bandwidth(x.numel() * x.element_size(), measured.median_s)
+
+
+def measure_ceilings(
+    device: str = "cpu", dtypes: tuple[str, ...] = ("fp32", "bf16"), quick: bool = True
+) -> Ceilings:
+    """Measure this device's matmul ceiling for each dtype and its read bandwidth."""
+    import torch
+
+    from helpers import hardware
+
+    check_device(device)
+    for dtype in dtypes:
+        torch_dtype(dtype)
+    flops: dict[str, float] = {}
+    shapes: dict[str, tuple[int, int, int]] = {}
+    for dtype in dtypes:
+        flops[dtype], shapes[dtype] = measure_matmul_ceiling(device, dtype, quick)
+    nbytes = bandwidth_buffer_bytes(device, quick)
+    bandwidth = measure_bandwidth(device, quick, nbytes)
+
+    name = device_name(device)
+    chip = datasheet_chip(name)
+    spec = hardware.get(chip) if chip else None
+    return Ceilings(
+        device=device,
+        device_name=name,
+        torch_version=torch.__version__,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        threads=torch.get_num_threads(),
+        matmul_flops=flops,
+        matmul_shape=shapes,
+        bandwidth=bandwidth,
+        bandwidth_method=f"x.sum() over a {nbytes / MiB:.0f} MiB fp32 buffer; "
+        "bytes = buffer size, read once per call",
+        cache_bytes=timing.last_level_cache_bytes(device),
+        datasheet_chip=chip,
+        datasheet_flops={d: spec.peak_flops[d] for d in dtypes if d in spec.peak_flops}
+        if spec
+        else {},
+        datasheet_bandwidth=spec.bandwidth if spec else None,
+    )

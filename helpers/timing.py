@@ -1,0 +1,306 @@
+"""Timing a torch callable correctly (chapter 4, `04_timing`).
+
+One way to time device work on CPU, CUDA and MPS, with every pitfall of chapter 4 handled:
+
+- warm-up first, so the first call's one-off costs (allocation, kernel selection, JIT) are
+  not timed;
+- the device is synchronized before the clock is read (CUDA and MPS run asynchronously);
+- the CPU gets all its threads (``torch.utils.benchmark.Timer`` defaults to ONE);
+- inputs are random, never zeros (zeros can run faster);
+- inputs rotate among copies whose total exceeds the last-level cache, so a memory-bound
+  kernel is timed reading memory, not cache; on CUDA the L2 is also flushed before each call
+  with a buffer twice its size;
+- the result is the median with its spread (IQR, min, max), never a single run.
+
+The arithmetic (median and spread, achieved FLOP/s and B/s, how many copies defeat a cache)
+is kept in small pure functions that the chapter's exercises mirror.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import math
+import os
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "Timing",
+    "median_and_iqr",
+    "achieved_flops",
+    "achieved_bandwidth",
+    "copies_to_exceed_cache",
+    "last_level_cache_bytes",
+    "DEFAULT_CPU_LLC_BYTES",
+    "DEFAULT_MPS_CACHE_BYTES",
+    "random_tensor",
+    "rotating_inputs",
+    "synchronize",
+    "time_callable",
+]
+
+MiB = 2**20
+
+DEFAULT_CPU_LLC_BYTES = 64 * MiB
+"""Used when the CPU's last-level cache size cannot be read: larger than the L3 of most
+desktop and laptop chips, so the rotation errs on the side of too many copies."""
+
+DEFAULT_MPS_CACHE_BYTES = 128 * MiB
+"""Apple GPUs do not report their system-level cache; this is above the sizes Apple's
+chips are reported to have, for the same reason."""
+
+COPIES_FACTOR = 2.0
+"""Rotate among copies totalling at least this many times the cache: with an LRU-like cache,
+a copy is then evicted before it comes round again."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: the median and its spread over ``n`` samples (chapter 4).
+
+    Each sample is the mean time of ``calls_per_sample`` back-to-back calls (a block), so
+    that the clock's own cost and the device synchronization are negligible.
+    """
+
+    median_s: float
+    iqr_s: float
+    min_s: float
+    max_s: float
+    n: int
+    calls_per_sample: int
+    device: str
+    threads: int
+
+    @classmethod
+    def from_samples(
+        cls, samples: Sequence[float], *, device: str, threads: int, calls_per_sample: int = 1
+    ) -> Timing:
+        """Summarize per-call times (seconds) into median, IQR, min and max."""
+        median, iqr = median_and_iqr(samples)
+        return cls(median, iqr, float(min(samples)), float(max(samples)), len(samples),
+                   calls_per_sample, device, threads)  # fmt: skip
+
+    @property
+    def relative_iqr(self) -> float:
+        """IQR / median: a unitless measure of how noisy the measurement was."""
+        return self.iqr_s / self.median_s
+
+
+def median_and_iqr(samples: Sequence[float]) -> tuple[float, float]:
+    """Median and interquartile range (75th − 25th percentile) of ``samples`` (chapter 4).
+
+    Percentiles interpolate linearly between order statistics (numpy's default). The median
+    resists the outliers that timing produces (a context switch, a frequency change); the
+    IQR says how much to trust it.
+    """
+    import numpy as np
+
+    if len(samples) == 0:
+        raise ValueError("need at least one sample")
+    q25, q50, q75 = np.percentile(np.asarray(samples, dtype=float), [25, 50, 75])
+    return float(q50), float(q75 - q25)
+
+
+def achieved_flops(flops: float, seconds: float) -> float:
+    """Achieved FLOP/s: work done divided by the time it took (chapter 4)."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    return flops / seconds
+
+
+def achieved_bandwidth(nbytes: float, seconds: float) -> float:
+    """Achieved bandwidth in B/s: bytes moved divided by the time it took (chapter 4)."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    return nbytes / seconds
+
+
+def copies_to_exceed_cache(
+    bytes_per_copy: int, cache_bytes: int, factor: float = COPIES_FACTOR
+) -> int:
+    """How many distinct input copies make a working set of at least ``factor`` × the cache
+    (chapter 4). Rotating among them means no call finds its inputs still cached."""
+    if bytes_per_copy <= 0 or cache_bytes <= 0:
+        raise ValueError("bytes_per_copy and cache_bytes must be positive")
+    return max(1, math.ceil(factor * cache_bytes / bytes_per_copy))
+
+
+def _parse_size(text: str) -> int | None:
+    """'32768K', '32 MiB', '1M' → bytes; None if unreadable."""
+    match = re.match(r"\s*([\d.]+)\s*([KMG]?)(i?B)?", text.strip(), re.IGNORECASE)
+    if not match:
+        return None
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
+    return int(float(match.group(1)) * scale)
+
+
+def _cpu_llc_from_sysfs() -> int | None:
+    """Largest data/unified cache of cpu0 from Linux sysfs (size as the kernel reports it)."""
+    best: tuple[int, int] | None = None
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(os.path.join(index, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(index, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(index, "size")) as f:
+                size = _parse_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and size and (best is None or level > best[0]):
+            best = (level, size)
+    return best[1] if best else None
+
+
+def _cpu_llc_from_command() -> int | None:
+    """L3 (else L2) from `lscpu` (Linux) or `sysctl` (macOS); None if neither answers."""
+    for command, pattern in (
+        (["lscpu"], r"^L3 cache:\s*(.+?)(\s*\(.*)?$"),
+        (["sysctl", "-n", "hw.l3cachesize"], r"^(\d+)$"),
+        (["sysctl", "-n", "hw.l2cachesize"], r"^(\d+)$"),
+    ):
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            match = re.match(pattern, line.strip())
+            size = _parse_size(match.group(1)) if match else None
+            if size:
+                return size
+    return None
+
+
+def last_level_cache_bytes(device: str = "cpu") -> int:
+    """Size of the cache that a benchmark's working set must exceed (chapter 4).
+
+    CPU: the largest data cache in Linux sysfs, else `lscpu` / macOS `sysctl`, else
+    ``DEFAULT_CPU_LLC_BYTES``. CUDA: the L2 size torch reports. MPS: Apple does not report
+    one, so ``DEFAULT_MPS_CACHE_BYTES``.
+    """
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
+    if kind == "mps":
+        return DEFAULT_MPS_CACHE_BYTES
+    return _cpu_llc_from_sysfs() or _cpu_llc_from_command() or DEFAULT_CPU_LLC_BYTES
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work: a host clock read before this measures only the
+    launch on CUDA and MPS (chapter 4). A no-op on CPU."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        torch.cuda.synchronize(torch.device(device))
+    elif kind == "mps":
+        torch.mps.synchronize()
+
+
+def random_tensor(
+    shape: Sequence[int], dtype: torch.dtype, device: str, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Standard-normal random values: never zeros, which some kernels run faster on."""
+    import torch
+
+    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float32)
+    return values.to(device=device, dtype=dtype)
+
+
+def rotating_inputs(
+    make_inputs: Callable[[], tuple[torch.Tensor, ...]],
+    cache_bytes: int,
+    factor: float = COPIES_FACTOR,
+) -> list[tuple[torch.Tensor, ...]]:
+    """Distinct input sets from ``make_inputs`` whose total size is at least ``factor`` ×
+    ``cache_bytes`` (chapter 4); ``time_callable`` cycles through them."""
+    first = make_inputs()
+    bytes_per_set = sum(t.numel() * t.element_size() for t in first)
+    copies = copies_to_exceed_cache(bytes_per_set, cache_bytes, factor)
+    return [first] + [make_inputs() for _ in range(copies - 1)]
+
+
+def time_callable(
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: str = "cpu",
+    *,
+    warmup: int = 3,
+    min_run_time: float = 0.2,
+    max_run_time: float = 1.0,
+    threshold: float = 0.1,
+) -> Timing:
+    """Time ``fn(*inputs)``, cycling ``inputs`` through ``input_sets`` (chapter 4).
+
+    CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one),
+    its ``adaptive_autorange``: blocks of calls sized so the clock's cost is negligible, at
+    least 4 blocks and ``min_run_time`` seconds, more until IQR/median < ``threshold`` or
+    ``max_run_time``. Its clock synchronizes the accelerator before each reading.
+    CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
+    call (events bracket the call only, so the flush is not timed).
+    """
+    import torch
+    from torch.utils.benchmark import Timer
+
+    if not input_sets:
+        raise ValueError("need at least one input set")
+    threads = torch.get_num_threads()
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup):
+        fn(*next(inputs))
+    synchronize(device)
+
+    if torch.device(device).type == "cuda":
+        samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time)
+        return Timing.from_samples(samples, device=device, threads=threads)
+
+    timer = Timer(
+        stmt="fn(*next(inputs))",
+        globals={"fn": fn, "inputs": inputs},
+        num_threads=threads,
+    )
+    measurement = timer.adaptive_autorange(
+        threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time
+    )
+    return Timing.from_samples(
+        measurement.times, device=device, threads=threads,
+        calls_per_sample=measurement.number_per_run,
+    )  # fmt: skip
+
+
+def _cuda_event_samples(
+    fn: Callable[..., Any],
+    inputs: itertools.cycle,
+    device: str,
+    min_run_time: float,
+    max_run_time: float,
+    min_samples: int = 10,
+) -> list[float]:
+    """Per-call seconds from CUDA events, L2 flushed (not timed) before every call."""
+    import torch
+
+    l2_bytes = last_level_cache_bytes(device)
+    flush = torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.float32, device=device)
+    samples: list[float] = []
+    while len(samples) < min_samples or sum(samples) < min_run_time:
+        flush.normal_()  # writes every line of a buffer twice the L2: evicts the inputs
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*next(inputs))
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3)
+        if sum(samples) > max_run_time:
+            break
+    return samples
