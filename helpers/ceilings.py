@@ -26,6 +26,8 @@ from helpers import timing
 if TYPE_CHECKING:
     import torch
 
+    from helpers.hardware import HardwareSpec
+
 __all__ = [
     "Ceilings",
     "DTYPE_NAMES",
@@ -60,6 +62,7 @@ class Ceilings:
     bandwidth: float
     bandwidth_method: str
     cache_bytes: int
+    memory_bytes: int
     datasheet_chip: str | None = None
     datasheet_flops: dict[str, float] = field(default_factory=dict)
     datasheet_bandwidth: float | None = None
@@ -80,6 +83,20 @@ class Ceilings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def as_hardware_spec(self) -> HardwareSpec:
+        """The measured ceilings as a ``HardwareSpec``, so chapter 3's roofline functions
+        (``roofline.roofline_time``, ``roofline.attainable_flops``) apply to them."""
+        from helpers.hardware import HardwareSpec
+
+        return HardwareSpec(
+            name=f"{self.device_name} (measured)",
+            peak_flops=dict(self.matmul_flops),
+            bandwidth=self.bandwidth,
+            memory_bytes=self.memory_bytes,
+            source=f"measured on {self.date} with torch {self.torch_version}",
+            llc_bytes=self.cache_bytes,
+        )
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -231,9 +248,17 @@ def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None
 
 
 def measure_ceilings(
-    device: str = "cpu", dtypes: tuple[str, ...] = ("fp32", "bf16"), quick: bool = True
+    device: str = "cpu",
+    dtypes: tuple[str, ...] = ("fp32", "bf16"),
+    quick: bool = True,
+    shapes: list[tuple[int, int, int]] | None = None,
+    bandwidth_bytes: int | None = None,
 ) -> Ceilings:
-    """Measure this device's matmul ceiling for each dtype and its read bandwidth."""
+    """Measure this device's matmul ceiling for each dtype and its read bandwidth.
+
+    ``shapes`` and ``bandwidth_bytes`` override the GEMMs tried and the streamed buffer's
+    size (defaults: ``gemm_shapes`` and ``bandwidth_buffer_bytes``), e.g. for a fast test.
+    """
     import torch
 
     from helpers import hardware
@@ -242,10 +267,10 @@ def measure_ceilings(
     for dtype in dtypes:
         torch_dtype(dtype)
     flops: dict[str, float] = {}
-    shapes: dict[str, tuple[int, int, int]] = {}
+    best_shape: dict[str, tuple[int, int, int]] = {}
     for dtype in dtypes:
-        flops[dtype], shapes[dtype] = measure_matmul_ceiling(device, dtype, quick)
-    nbytes = bandwidth_buffer_bytes(device, quick)
+        flops[dtype], best_shape[dtype] = measure_matmul_ceiling(device, dtype, quick, shapes)
+    nbytes = bandwidth_bytes or bandwidth_buffer_bytes(device, quick)
     bandwidth = measure_bandwidth(device, quick, nbytes)
 
     name = device_name(device)
@@ -258,11 +283,12 @@ def measure_ceilings(
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         threads=torch.get_num_threads(),
         matmul_flops=flops,
-        matmul_shape=shapes,
+        matmul_shape=best_shape,
         bandwidth=bandwidth,
         bandwidth_method=f"x.sum() over a {nbytes / MiB:.0f} MiB fp32 buffer; "
         "bytes = buffer size, read once per call",
         cache_bytes=timing.last_level_cache_bytes(device),
+        memory_bytes=device_memory_bytes(device),
         datasheet_chip=chip,
         datasheet_flops={d: spec.peak_flops[d] for d in dtypes if d in spec.peak_flops}
         if spec

@@ -1,0 +1,426 @@
+"""Prefill and decode matmuls, measured (chapter 5, `05_matmuls`): ``python -m helpers.bench``.
+
+Measures this device's ceilings (``helpers.ceilings``), then sweeps the linear layers of one
+decoder layer of a preset (q, k, v, o, gate, up, down; identical shapes timed once) over
+m = 1, 2, 4, …, 4096 tokens. For each point: time, FLOPs (2mkn), bytes (b·(mk + kn + mn)),
+intensity, achieved FLOP/s and B/s, the roofline prediction from the *measured* ceilings,
+and which roof bounds it. Prints a table and writes a JSON results file and a roofline PNG.
+
+Sizes. Every dimension of the preset is divided by ``scale`` (a power of two): 1 unless the
+device lacks memory for the largest weight's rotated copies and activations (a quarter of
+its memory is the budget), and in ``--quick`` mode on a CPU a further 8, so the sweep's
+largest GEMM is 64× cheaper (a 2-core CPU does ~1e11 FLOP/s; a full-size 4096-token
+gate projection would take seconds per call). ``--scale`` overrides the choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from helpers import ceilings as ceilings_mod
+from helpers import timing
+from helpers.ceilings import Ceilings
+from helpers.flops import matmul_flops
+from helpers.memory import linear_bytes
+from helpers.models import ModelConfig
+
+__all__ = [
+    "LinearShape",
+    "SweepPoint",
+    "layer_shapes",
+    "token_counts",
+    "choose_scale",
+    "measure_point",
+    "sweep",
+    "summarize",
+    "plot_roofline",
+    "run",
+    "main",
+]
+
+DEFAULT_MODEL = "Qwen2.5-7B"
+DEFAULT_DTYPES = ("fp32", "bf16")
+MAX_TOKENS = 4096
+QUICK_CPU_SCALE = 8
+PREFILL_MIN_TOKENS = 1024
+BUSY_LOAD = 0.5
+LAYER_OPS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """One weight shape of a decoder layer: y[m×n] = x[m×k] · Wᵀ, W stored [n×k]."""
+
+    names: tuple[str, ...]
+    k: int
+    n: int
+
+    @property
+    def label(self) -> str:
+        return ",".join(self.names)
+
+    @property
+    def count(self) -> int:
+        """How many of the layer's matmuls have this shape."""
+        return len(self.names)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One measured matmul of the sweep, next to its roofline prediction."""
+
+    dtype: str
+    shape: str
+    count: int
+    m: int
+    k: int
+    n: int
+    flops: int
+    bytes: int
+    intensity: float
+    median_s: float
+    iqr_s: float
+    min_s: float
+    max_s: float
+    samples: int
+    achieved_flops: float
+    achieved_bandwidth: float
+    predicted_s: float
+    prediction_error: float
+    bound: str
+
+
+def layer_shapes(cfg: ModelConfig, scale: int = 1) -> list[LinearShape]:
+    """The distinct (in, out) shapes of a layer's linear maps, each dimension divided by
+    ``scale``; maps sharing a shape (q and o, k and v, gate and up) are grouped."""
+    grouped: dict[tuple[int, int], list[str]] = {}
+    for name, (k, n) in cfg.linear_shapes().items():
+        if name in LAYER_OPS:
+            grouped.setdefault((max(1, k // scale), max(1, n // scale)), []).append(name)
+    return [LinearShape(tuple(names), k, n) for (k, n), names in grouped.items()]
+
+
+def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
+    """1, 2, 4, … up to ``max_tokens``: decode-shaped at the left, prefill at the right."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    return [2**i for i in range(max_tokens.bit_length()) if 2**i <= max_tokens]
+
+
+def _memory_needed(shape: LinearShape, m: int, dtype: str, cache_bytes: int) -> int:
+    """Bytes the sweep holds for one shape: rotated copies (2× the cache) plus the largest
+    point's inputs and output, with room for one more of each."""
+    return 2 * cache_bytes + 2 * linear_bytes(m, shape.k, shape.n, dtype)
+
+
+def choose_scale(
+    cfg: ModelConfig, dtypes: Sequence[str], max_tokens: int, ceilings: Ceilings, quick: bool
+) -> int:
+    """Smallest power-of-two divisor whose shapes fit in a quarter of the device's memory,
+    times ``QUICK_CPU_SCALE`` in quick mode on a CPU (see the module docstring)."""
+    scale = 1
+    while scale < min(cfg.hidden, cfg.intermediate):
+        need = max(_memory_needed(s, max_tokens, d, ceilings.cache_bytes)
+                   for s in layer_shapes(cfg, scale) for d in dtypes)  # fmt: skip
+        if need <= ceilings.memory_bytes // 4:
+            break
+        scale *= 2
+    if quick and ceilings.device.startswith("cpu"):
+        scale *= QUICK_CPU_SCALE
+    return scale
+
+
+def measure_point(
+    shape: LinearShape,
+    m: int,
+    dtype: str,
+    weights: Sequence[Any],
+    ceilings: Ceilings,
+    quick: bool = True,
+) -> SweepPoint:
+    """Time y = F.linear(x, W) for random x[m×k], rotating over ``weights`` (chapter 5)."""
+    import torch.nn.functional as F
+
+    from helpers.roofline import roofline_time
+
+    device = ceilings.device
+    flops = matmul_flops(m, shape.k, shape.n)
+    nbytes = linear_bytes(m, shape.k, shape.n, dtype)
+    copies = min(len(weights), timing.copies_to_exceed_cache(nbytes, ceilings.cache_bytes))
+    torch_dtype = ceilings_mod.torch_dtype(dtype)
+    input_sets = [(timing.random_tensor((m, shape.k), torch_dtype, device), w)
+                  for w in weights[:copies]]  # fmt: skip
+    # F.linear(x, W) with W stored [out, in], as nn.Linear stores it: on a CPU the layout
+    # picks the kernel, and x @ B with B stored [in, out] can be several times slower (or
+    # faster) for a GEMV, so time the layout models actually use.
+    measured = timing.time_callable(F.linear, input_sets, device, warmup=2,
+                                    min_run_time=0.05 if quick else 0.3,
+                                    max_run_time=0.25 if quick else 2.0)  # fmt: skip
+    predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
+    return SweepPoint(
+        dtype=dtype, shape=shape.label, count=shape.count, m=m, k=shape.k, n=shape.n,
+        flops=flops, bytes=nbytes, intensity=flops / nbytes,
+        median_s=measured.median_s, iqr_s=measured.iqr_s,
+        min_s=measured.min_s, max_s=measured.max_s, samples=measured.n,
+        achieved_flops=timing.achieved_flops(flops, measured.median_s),
+        achieved_bandwidth=timing.achieved_bandwidth(nbytes, measured.median_s),
+        predicted_s=predicted.seconds,
+        prediction_error=predicted.seconds / measured.median_s - 1,
+        bound=predicted.bound,
+    )  # fmt: skip
+
+
+def sweep(
+    ceilings: Ceilings,
+    cfg: ModelConfig,
+    dtypes: Sequence[str],
+    tokens: Sequence[int],
+    scale: int,
+    quick: bool = True,
+    progress: bool = True,
+) -> list[SweepPoint]:
+    """Measure every (dtype, shape, m): the weights' rotated copies are made once per shape
+    (enough to exceed the cache at m = 1, the most cache-sensitive point) and reused."""
+    from tqdm.auto import tqdm
+
+    shapes = layer_shapes(cfg, scale)
+    points: list[SweepPoint] = []
+    with tqdm(total=len(dtypes) * len(shapes) * len(tokens), desc="sweep",
+              disable=not progress) as bar:  # fmt: skip
+        for dtype in dtypes:
+            torch_dtype = ceilings_mod.torch_dtype(dtype)
+            for shape in shapes:
+                copies = timing.copies_to_exceed_cache(
+                    linear_bytes(1, shape.k, shape.n, dtype), ceilings.cache_bytes
+                )
+                weights = [timing.random_tensor((shape.n, shape.k), torch_dtype, ceilings.device)
+                           for _ in range(copies)]  # fmt: skip
+                for m in tokens:
+                    bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
+                    points.append(measure_point(shape, m, dtype, weights, ceilings, quick))
+                    bar.update()
+                del weights
+    return points
+
+
+def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, float]:
+    """FLOPs, bytes, measured and predicted seconds of whole layers: each shape counted as
+    often as the layer uses it."""
+    return (sum(p.count * p.flops for p in points), sum(p.count * p.bytes for p in points),
+            sum(p.count * p.median_s for p in points),
+            sum(p.count * p.predicted_s for p in points))  # fmt: skip
+
+
+def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dict[str, Any]]:
+    """Per dtype, the sweep's headline figures over whole layers (every shape, weighted by
+    use): decode (m = 1) achieved B/s as a fraction of the measured bandwidth; prefill
+    (m ≥ 1024) achieved FLOP/s as a fraction of the measured matmul ceiling; and the
+    roofline prediction's relative error (predicted / measured − 1) for each."""
+    summary: dict[str, dict[str, Any]] = {}
+    for dtype in dict.fromkeys(p.dtype for p in points):
+        ours = [p for p in points if p.dtype == dtype]
+        entry: dict[str, Any] = {}
+        decode = [p for p in ours if p.m == 1]
+        if decode:
+            _, nbytes, measured, predicted = _layer_totals(decode)
+            entry["decode_bandwidth_fraction"] = nbytes / measured / ceilings.bandwidth
+            entry["decode_prediction_error"] = predicted / measured - 1
+        prefill = [p for p in ours if p.m >= PREFILL_MIN_TOKENS]
+        if prefill:
+            flops, _, measured, predicted = _layer_totals(prefill)
+            entry["prefill_flops_fraction"] = flops / measured / ceilings.peak(dtype)
+            entry["prefill_prediction_error"] = predicted / measured - 1
+        summary[dtype] = entry
+    return summary
+
+
+def format_table(points: Sequence[SweepPoint]) -> str:
+    """The sweep as a fixed-width text table."""
+    header = (f"{'dtype':5} {'shape':8} {'m':>5} {'k':>6} {'n':>6} {'median ms':>10} "
+              f"{'IQR ms':>8} {'GFLOP/s':>8} {'GB/s':>7} {'FLOP/B':>7} {'pred ms':>9} "
+              f"{'err':>6} bound")  # fmt: skip
+    rows = [header, "-" * len(header)]
+    for p in points:
+        rows.append(
+            f"{p.dtype:5} {p.shape:8} {p.m:5d} {p.k:6d} {p.n:6d} {p.median_s * 1e3:10.4f} "
+            f"{p.iqr_s * 1e3:8.4f} {p.achieved_flops / 1e9:8.1f} "
+            f"{p.achieved_bandwidth / 1e9:7.2f} {p.intensity:7.1f} "
+            f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound}"
+        )
+    return "\n".join(rows)
+
+
+def format_summary(summary: dict[str, dict[str, Any]], ceilings: Ceilings) -> str:
+    """Ceilings and headline figures as text."""
+    lines = [f"Measured on {ceilings.device_name} ({ceilings.device}), torch "
+             f"{ceilings.torch_version}, {ceilings.threads} threads, {ceilings.date}",
+             f"  bandwidth ceiling: {ceilings.bandwidth / 1e9:.1f} GB/s "
+             f"({ceilings.bandwidth_method})"]  # fmt: skip
+    for dtype, peak in ceilings.matmul_flops.items():
+        m, k, n = ceilings.matmul_shape[dtype]
+        lines.append(f"  {dtype} matmul ceiling: {peak / 1e9:.1f} GFLOP/s (best GEMM "
+                     f"{m}x{k}x{n}); ridge {ceilings.ridge(dtype):.1f} FLOP/B")  # fmt: skip
+    if ceilings.datasheet_chip:
+        lines.append(f"  datasheet ({ceilings.datasheet_chip}): "
+                     f"{ceilings.datasheet_bandwidth or 0:.3g} B/s, "
+                     f"peaks {ceilings.datasheet_flops}")  # fmt: skip
+    for dtype, entry in summary.items():
+        parts = []
+        if "decode_bandwidth_fraction" in entry:
+            parts.append(f"decode m=1 {entry['decode_bandwidth_fraction']:.0%} of bandwidth "
+                         f"(prediction {entry['decode_prediction_error']:+.0%})")  # fmt: skip
+        if "prefill_flops_fraction" in entry:
+            parts.append(f"prefill m>={PREFILL_MIN_TOKENS} {entry['prefill_flops_fraction']:.0%}"
+                         f" of matmul ceiling (prediction "
+                         f"{entry['prefill_prediction_error']:+.0%})")  # fmt: skip
+        lines.append(f"  {dtype}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def plot_roofline(points: Sequence[SweepPoint], ceilings: Ceilings, path: str) -> None:
+    """Measured points on the measured roofline, one colour per dtype (log-log PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    intensities = [p.intensity for p in points]
+    x = np.geomspace(min(intensities) / 2, max(intensities) * 2, 200)
+    markers = dict(zip(dict.fromkeys(p.shape for p in points), "osD^v<>ph", strict=False))
+    for i, dtype in enumerate(dict.fromkeys(p.dtype for p in points)):
+        colour = f"C{i}"
+        roof = np.minimum(ceilings.peak(dtype), x * ceilings.bandwidth)
+        ax.plot(x, roof, color=colour, label=f"{dtype} measured roofline")
+        for shape, marker in markers.items():
+            ours = [p for p in points if p.dtype == dtype and p.shape == shape]
+            ax.scatter([p.intensity for p in ours], [p.achieved_flops for p in ours],
+                       color=colour, marker=marker, s=22, label=f"{dtype} {shape}")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)",
+           ylabel="achieved FLOP/s",
+           title=f"Linear layers, measured on {ceilings.device_name}")  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _cpu_load() -> float:
+    """The 1-minute load average (0 where the OS has none): on a machine with few cores,
+    any other busy process steals time from the benchmark's threads."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def run(
+    device: str,
+    dtypes: Sequence[str],
+    model: str = DEFAULT_MODEL,
+    quick: bool = False,
+    out_dir: str = "bench-results",
+    scale: int | None = None,
+    max_tokens: int = MAX_TOKENS,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Measure ceilings, sweep, print the table, write JSON and PNG; returns the results."""
+    from helpers import models
+
+    cfg = models.get(model)
+    for dtype in dtypes:
+        ceilings_mod.torch_dtype(dtype)
+    ceilings_mod.check_device(device)
+    if scale is not None and scale < 1:
+        raise ValueError(f"scale must be at least 1, got {scale}")
+    tokens = token_counts(max_tokens)
+
+    load_before = _cpu_load()
+    if load_before > BUSY_LOAD:
+        print(f"warning: the CPU is busy (1-minute load average {load_before:.1f}): other "
+              "processes compete for cores, and timings will be slower and noisier",
+              file=sys.stderr)  # fmt: skip
+    ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
+    scale = scale or choose_scale(cfg, dtypes, max_tokens, ceilings, quick)
+    points = sweep(ceilings, cfg, dtypes, tokens, scale, quick, progress)
+    summary = summarize(points, ceilings)
+
+    print(format_table(points))
+    print()
+    print(format_summary(summary, ceilings))
+    results = {
+        "device": device,
+        "device_name": ceilings.device_name,
+        "torch_version": ceilings.torch_version,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "model": model,
+        "scale": scale,
+        "quick": quick,
+        "load_average": {"before": load_before, "after": _cpu_load()},
+        "dtypes": list(dtypes),
+        "tokens": tokens,
+        "shapes": [asdict(s) for s in layer_shapes(cfg, scale)],
+        "ceilings": ceilings.to_dict(),
+        "summary": summary,
+        "points": [asdict(p) for p in points],
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    stem = f"bench_{device.replace(':', '')}"
+    json_path = os.path.join(out_dir, f"{stem}.json")
+    png_path = os.path.join(out_dir, f"roofline_{device.replace(':', '')}.png")
+    with open(json_path, "w") as f:
+        json.dump(results, f, indent=1)
+    plot_roofline(points, ceilings, png_path)
+    print(f"\nwrote {json_path} and {png_path}")
+    return results
+
+
+def _dtype_list(values: Sequence[str] | None) -> list[str]:
+    """--dtype given several times and/or as comma lists → unique names, in order."""
+    names = [name.strip() for v in values or [] for name in v.split(",") if name.strip()]
+    return list(dict.fromkeys(names)) or list(DEFAULT_DTYPES)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.bench",
+        description="Measure this device's ceilings and sweep a preset's linear layers "
+        "over m = 1 … 4096 tokens (chapter 5).",
+    )
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, cuda:N or mps (default: cuda, then mps, then cpu)")
+    parser.add_argument("--dtype", action="append",
+                        help="fp32, bf16 or fp16; repeat or comma-separate (default fp32,bf16)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"preset (default {DEFAULT_MODEL})")
+    parser.add_argument("--quick", action="store_true",
+                        help="short timings, smaller ceilings GEMMs, CPU shapes scaled by 1/8")
+    parser.add_argument("--out", default="bench-results", help="folder for the JSON and PNG")
+    parser.add_argument("--scale", type=int, default=None,
+                        help="divide every layer dimension by this (default: automatic)")
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                        help=f"largest m of the sweep (default {MAX_TOKENS})")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    args = parser.parse_args(argv)  # fmt: skip
+    try:
+        from helpers.notebook import pick_device
+
+        run(device=args.device or pick_device(), dtypes=_dtype_list(args.dtype),
+            model=args.model, quick=args.quick, out_dir=args.out, scale=args.scale,
+            max_tokens=args.max_tokens, progress=not args.no_progress)  # fmt: skip
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
