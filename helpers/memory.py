@@ -1,0 +1,113 @@
+"""Counting bytes (chapter 2, `02_bytes`).
+
+Weights, the KV cache, and the activations each matmul reads and writes. Quantized formats
+(fp8, int8, int4) are counted at their element size only; real checkpoints add small
+per-group scales, which these counts leave out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from helpers._validate import non_negative_int, one_of, positive_int
+from helpers.flops import param_count
+from helpers.models import ModelConfig
+
+__all__ = [
+    "DTYPE_BITS",
+    "dtype_bytes",
+    "weight_bytes",
+    "kv_bytes_per_token",
+    "kv_cache_bytes",
+    "cached_tokens",
+    "linear_bytes",
+    "forward_bytes",
+]
+
+DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+
+
+def _bits(dtype: str) -> int:
+    return DTYPE_BITS[one_of(dtype, tuple(DTYPE_BITS), "dtype")]
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element: fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5 (chapter 2)."""
+    return _bits(dtype) / 8
+
+
+def _bytes(elements: int, dtype: str) -> int:
+    """Bytes of ``elements`` values, rounded up to whole bytes (int4 packs two per byte)."""
+    return math.ceil(elements * _bits(dtype) / 8)
+
+
+def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """Bytes of all parameters stored in ``dtype`` (chapter 2)."""
+    return _bytes(param_count(cfg), dtype)
+
+
+def kv_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """κ: bytes one token adds to the KV cache, 2 (K and V) · layers · kv heads · head_dim ·
+    bytes. It follows the *key/value* heads: GQA shrinks it by n_q / n_kv (chapter 2)."""
+    return _bytes(2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim, dtype)
+
+
+def cached_tokens(cfg: ModelConfig, tokens: int) -> int:
+    """Tokens a sequence keeps in its KV cache: all of them, or the sliding window's worth."""
+    non_negative_int(tokens, "tokens")
+    return tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+
+
+def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
+    """KV cache of ``batch`` sequences of ``tokens`` each (chapter 2).
+
+    A sliding-window model (Mistral-7B-v0.1: 4096) keeps only the last window of tokens.
+    """
+    positive_int(batch, "batch")
+    return batch * cached_tokens(cfg, tokens) * kv_bytes_per_token(cfg, dtype)
+
+
+def linear_bytes(m: int, k: int, n: int, dtype: str = "bf16") -> int:
+    """Bytes a matmul [m×k]·[k×n] moves at the least: read both inputs, write the output once.
+
+    b·(mk + kn + mn): the weights (kn) dominate when m is small, the activations (mk + mn)
+    when m is large (chapter 2; its intensity is chapter 3's ``gemm_intensity``).
+    """
+    for value, name in ((m, "m"), (k, "k"), (n, "n")):
+        positive_int(value, name)
+    return _bytes(m * k + k * n + m * n, dtype)
+
+
+def forward_bytes(
+    cfg: ModelConfig,
+    new_tokens: int,
+    context: int = 0,
+    batch: int = 1,
+    dtype: str = "bf16",
+    logits: str = "all",
+) -> dict[str, int]:
+    """Least bytes each op of one forward pass moves, summed over layers (chapter 2).
+
+    Linear ops: their weights once plus activations in and out (``linear_bytes``). Attention:
+    read Q, read the K and V cache (``context + new_tokens`` tokens, or the sliding window),
+    write the new K and V, write the output. ``embedding``: the looked-up rows. The seed's
+    simpler model counts only weights and the KV cache; this is the better number.
+    """
+    positive_int(new_tokens, "new_tokens")
+    non_negative_int(context, "context")
+    positive_int(batch, "batch")
+    one_of(logits, ("all", "last"), "logits")
+    tokens = batch * new_tokens
+    traffic = {
+        name: cfg.layers * linear_bytes(tokens, k, n, dtype)
+        for name, (k, n) in cfg.linear_shapes().items()
+        if name != "lm_head"
+    }
+    q_and_out = 2 * tokens * cfg.q_dim
+    kv_read = batch * 2 * cached_tokens(cfg, context + new_tokens) * cfg.kv_dim
+    kv_write = 2 * tokens * cfg.kv_dim
+    traffic["attention"] = cfg.layers * _bytes(q_and_out + kv_read + kv_write, dtype)
+    head_tokens = tokens if logits == "all" else batch
+    traffic["lm_head"] = linear_bytes(head_tokens, cfg.hidden, cfg.vocab, dtype)
+    traffic["embedding"] = _bytes(tokens * cfg.hidden, dtype)
+    return traffic

@@ -1,0 +1,183 @@
+"""Arithmetic intensity and the roofline (chapter 3, `03_roofline`).
+
+Intensity I = FLOPs / bytes moved. A device that does P FLOP/s and moves β B/s attains
+min(P, I·β): below the ridge point P/β an op is memory-bound, above it compute-bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from helpers._validate import non_negative_int, positive_int
+from helpers.flops import forward_flops, matmul_flops, param_count
+from helpers.hardware import HardwareSpec
+from helpers.memory import dtype_bytes, forward_bytes, kv_bytes_per_token, linear_bytes
+from helpers.models import ModelConfig
+
+__all__ = [
+    "dot_intensity",
+    "gemm_intensity",
+    "seed_prefill_intensity",
+    "seed_decode_intensity",
+    "batched_decode_intensity",
+    "ridge_point",
+    "attainable_flops",
+    "RooflineTime",
+    "roofline_time",
+    "decode_split",
+    "critical_batch_aggregate",
+    "critical_batch_split",
+]
+
+
+def dot_intensity(n: int, dtype: str = "bf16") -> float:
+    """Dot product of two length-n vectors: (2n − 1) FLOPs over (2n + 1) elements moved.
+
+    Tends to 1 / (2·bytes per element): 1/2 FLOP/B in bf16, hopelessly memory-bound.
+    """
+    positive_int(n, "n")
+    return (2 * n - 1) / ((2 * n + 1) * dtype_bytes(dtype))
+
+
+def gemm_intensity(m: int, k: int, n: int, dtype: str = "bf16") -> float:
+    """[m×k]·[k×n]: 2mkn / (b·(mk + kn + mn)) FLOP/B (chapter 3)."""
+    return matmul_flops(m, k, n) / linear_bytes(m, k, n, dtype)
+
+
+def _check_seed_args(params: int, bytes_per_param: float, kappa: float, tokens: int) -> None:
+    positive_int(params, "params")
+    positive_int(tokens, "tokens")
+    if bytes_per_param <= 0 or kappa <= 0:
+        raise ValueError("bytes_per_param and kv_bytes_per_token must be positive")
+
+
+def seed_prefill_intensity(
+    params: int, bytes_per_param: float, kv_bytes_per_token: float, prompt_tokens: int
+) -> float:
+    """The source lesson's prefill_I(S) = 2NS / (Nb + κS): every weight read once, the
+    prompt's KV cache written once; activations ignored (chapter 3 shows what that misses)."""
+    _check_seed_args(params, bytes_per_param, kv_bytes_per_token, prompt_tokens)
+    n, s = params, prompt_tokens
+    return 2 * n * s / (n * bytes_per_param + kv_bytes_per_token * s)
+
+
+def seed_decode_intensity(
+    params: int, bytes_per_param: float, kv_bytes_per_token: float, context: int
+) -> float:
+    """The source lesson's decode_I(S) = 2N / (Nb + κS): one token's FLOPs over every weight
+    and the whole KV cache read once."""
+    _check_seed_args(params, bytes_per_param, kv_bytes_per_token, context)
+    n, s = params, context
+    return 2 * n / (n * bytes_per_param + kv_bytes_per_token * s)
+
+
+def batched_decode_intensity(
+    cfg: ModelConfig, batch: int, context: int, dtype: str = "bf16"
+) -> float:
+    """Aggregate decode intensity for ``batch`` sequences: 2NB / (Nb + B·κS).
+
+    Weights are shared by the batch, the KV cache is not, so as B grows this saturates at
+    2N / (κS), which for long contexts lies *below* most ridge points (chapter 3).
+    """
+    positive_int(batch, "batch")
+    positive_int(context, "context")
+    n = param_count(cfg)
+    kappa = kv_bytes_per_token(cfg, dtype)
+    return 2 * n * batch / (n * dtype_bytes(dtype) + batch * kappa * context)
+
+
+def ridge_point(hw: HardwareSpec, dtype: str = "bf16") -> float:
+    """Peak FLOP/s over bandwidth: the intensity where an op stops being memory-bound."""
+    return hw.ridge(dtype)
+
+
+def attainable_flops(intensity: float, hw: HardwareSpec, dtype: str = "bf16") -> float:
+    """min(peak, intensity · bandwidth) (chapter 3)."""
+    if not intensity > 0:
+        raise ValueError(f"intensity must be positive, got {intensity!r}")
+    return min(hw.peak(dtype), intensity * hw.bandwidth)
+
+
+@dataclass(frozen=True)
+class RooflineTime:
+    """Roofline estimate: the slower of the compute time and the memory time."""
+
+    seconds: float
+    compute_seconds: float
+    memory_seconds: float
+    bound: str
+
+
+def roofline_time(
+    flops: float, bytes_moved: float, hw: HardwareSpec, dtype: str = "bf16"
+) -> RooflineTime:
+    """max(FLOPs / peak, bytes / bandwidth), labelled by which term wins (chapter 3)."""
+    if flops < 0 or bytes_moved < 0 or flops + bytes_moved == 0:
+        raise ValueError("flops and bytes must be >= 0 and not both zero")
+    compute = flops / hw.peak(dtype)
+    memory = bytes_moved / hw.bandwidth
+    bound = "compute" if compute >= memory else "memory"
+    return RooflineTime(max(compute, memory), compute, memory, bound)
+
+
+def decode_split(
+    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16"
+) -> dict[str, RooflineTime]:
+    """One decode step split in two parts that share no data (chapter 3 and 7).
+
+    ``weights``: the linear layers and LM head (last token only) over the batch: weights read
+    once, FLOPs grow with B. ``attention``: each sequence's scores and values against its
+    own KV cache: bytes and FLOPs both grow with B, so its intensity never rises.
+    """
+    step_flops = forward_flops(cfg, 1, context=context, batch=batch, logits="last").by_op
+    step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last")
+    attention_flops = step_flops["attn_scores"] + step_flops["attn_values"]
+    weight_flops = sum(step_flops.values()) - attention_flops
+    attention_bytes = step_bytes["attention"]
+    weight_bytes = sum(step_bytes.values()) - attention_bytes
+    return {
+        "weights": roofline_time(weight_flops, weight_bytes, hw, dtype),
+        "attention": roofline_time(attention_flops, attention_bytes, hw, dtype),
+    }
+
+
+def critical_batch_aggregate(
+    cfg: ModelConfig, hw: HardwareSpec, context: int, dtype: str = "bf16"
+) -> int | None:
+    """Smallest B whose aggregate decode intensity 2NB/(Nb + BκS) reaches the ridge, or None
+    when the saturation value 2N/(κS) stays below it: by this model decode never turns
+    compute-bound (chapter 3)."""
+    non_negative_int(context, "context")
+    ridge = ridge_point(hw, dtype)
+    n, b, kappa = param_count(cfg), dtype_bytes(dtype), kv_bytes_per_token(cfg, dtype)
+    denominator = 2 * n - ridge * kappa * context
+    if denominator <= 0:
+        return None
+    return max(1, math.ceil(ridge * n * b / denominator))
+
+
+def critical_batch_split(
+    cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16", max_batch: int = 1 << 20
+) -> int | None:
+    """Smallest B at which a decode step's weight matmuls turn compute-bound (chapter 3).
+
+    Their intensity, with activation traffic, is about 2B/b for B much smaller than the
+    layer widths, so B ≈ ridge · b / 2 (≈ the ridge in bf16). Attention is left out: it
+    stays memory-bound at any batch. None if not reached by ``max_batch``.
+    """
+    positive_int(max_batch, "max_batch")
+
+    def compute_bound(batch: int) -> bool:  # the weights' part does not depend on context
+        return decode_split(cfg, hw, batch, 1, dtype)["weights"].bound == "compute"
+
+    if not compute_bound(max_batch):
+        return None
+    low, high = 1, max_batch  # intensity grows with B: bisect for the first B at the ridge
+    while low < high:
+        middle = (low + high) // 2
+        if compute_bound(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low

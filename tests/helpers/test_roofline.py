@@ -1,0 +1,81 @@
+"""Intensity, ridge, roofline time and the critical batch, against the worked numbers."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import flops, hardware, models, roofline
+
+QWEN = models.get("Qwen2.5-7B")
+H100 = hardware.get("H100 SXM")
+
+
+def test_seed_intensities():
+    assert roofline.seed_prefill_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
+        1020.07, abs=0.005
+    )
+    assert roofline.seed_decode_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
+        0.996, abs=0.0005
+    )
+
+
+def test_gemm_and_dot_intensity():
+    assert roofline.gemm_intensity(1024, 3584, 18944) == pytest.approx(764.3, abs=0.05)
+    assert roofline.gemm_intensity(10**7, 3584, 512) < 3584 * 512 / (3584 + 512) == 448
+    assert roofline.dot_intensity(10**6) == pytest.approx(0.5, abs=1e-6)
+    assert roofline.dot_intensity(3) == 5 / 14
+
+
+def test_ridge_points():
+    expected = {"A100 40GB SXM": 201, "A100 80GB SXM": 153, "H100 SXM": 295, "H100 PCIe": 378,
+                "H200 SXM": 206, "B200": 281, "L4": 403, "L40S": 419, "MI300X": 247,
+                "TPU v5e": 240}  # fmt: skip
+    assert {name: round(roofline.ridge_point(hardware.get(name))) for name in expected} == expected
+
+
+def test_unknown_chip_and_missing_dtype():
+    with pytest.raises(ValueError, match="unknown chip 'H300'"):
+        hardware.get("H300")
+    with pytest.raises(ValueError, match="A100 80GB SXM has no datasheet peak for dtype 'fp8'"):
+        hardware.get("A100 80GB SXM").peak("fp8")
+
+
+def test_attainable_and_roofline_time():
+    assert roofline.attainable_flops(1.0, H100) == 3.35e12
+    assert roofline.attainable_flops(1e4, H100) == 989e12
+    memory_bound = roofline.roofline_time(2e9, 2e9, H100)
+    assert memory_bound.bound == "memory" and memory_bound.seconds == 2e9 / 3.35e12
+    compute_bound = roofline.roofline_time(989e12, 1.0, H100)
+    assert compute_bound.bound == "compute" and compute_bound.seconds == 1.0
+    with pytest.raises(ValueError, match="intensity must be positive"):
+        roofline.attainable_flops(0, H100)
+
+
+def test_batched_decode_saturates_below_ridge():
+    saturation = 2 * flops.param_count(QWEN) / (57_344 * 1024)
+    assert saturation == pytest.approx(259.39, abs=0.01)
+    assert roofline.batched_decode_intensity(QWEN, 10**7, 1024) == pytest.approx(
+        saturation, rel=1e-3
+    )
+    assert roofline.critical_batch_aggregate(QWEN, H100, 1024) is None
+    # A100 80GB's ridge (153) lies below the saturation: a finite critical batch exists.
+    a100 = hardware.get("A100 80GB SXM")
+    batch = roofline.critical_batch_aggregate(QWEN, a100, 1024)
+    assert roofline.batched_decode_intensity(QWEN, batch, 1024) >= a100.ridge()
+    assert roofline.batched_decode_intensity(QWEN, batch - 1, 1024) < a100.ridge()
+
+
+def test_split_model_weights_turn_compute_bound_attention_never():
+    batch = roofline.critical_batch_split(QWEN, H100)
+    assert H100.ridge() < batch < 1.2 * H100.ridge()  # ≈ ridge·b/2, plus activation traffic
+    below = roofline.decode_split(QWEN, H100, batch - 1, 1024)
+    at = roofline.decode_split(QWEN, H100, batch, 1024)
+    assert below["weights"].bound == "memory" and at["weights"].bound == "compute"
+    assert roofline.decode_split(QWEN, H100, 4096, 1024)["attention"].bound == "memory"
+
+
+@given(batch=st.integers(1, 2048), context=st.integers(1, 32768))
+def test_batched_decode_intensity_grows_with_batch_and_falls_with_context(batch, context):
+    base = roofline.batched_decode_intensity(QWEN, batch, context)
+    assert roofline.batched_decode_intensity(QWEN, batch + 1, context) > base
+    assert roofline.batched_decode_intensity(QWEN, batch, context + 1) < base
