@@ -30,11 +30,18 @@ def chapters(source: Path = SOURCE) -> list[str]:
     return sorted(p.parent.name for p in source.glob("*/*.ipynb") if p.stem == p.parent.name)
 
 
-def release(source: Path = SOURCE, target: Path = RELEASE) -> list[Path]:
-    """Regenerate the student release of every chapter; returns the notebooks written."""
-    names = chapters(source)
-    if not names:
+def release(
+    names: list[str] | None = None, source: Path = SOURCE, target: Path = RELEASE
+) -> list[Path]:
+    """Regenerate the student release of every chapter (or of ``names``); returns the
+    notebooks written. A whole release also removes chapters no longer in the source."""
+    known = chapters(source)
+    if not known:
         raise FileNotFoundError(f"no chapters under {source} (expected NN_name/NN_name.ipynb)")
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        raise FileNotFoundError(f"no chapter {', '.join(unknown)} under {source}")
+    names = names or known
     written = []
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         course = Path(tmp)
@@ -48,9 +55,11 @@ def release(source: Path = SOURCE, target: Path = RELEASE) -> list[Path]:
                 check=True,
                 cwd=course,
             )  # fmt: skip
-        if target.exists():
+        if names == known and target.exists():
             shutil.rmtree(target)
-        shutil.copytree(course / "release", target)
+        for name in names:
+            shutil.rmtree(target / name, ignore_errors=True)
+            shutil.copytree(course / "release" / name, target / name)
     for name in names:
         written.extend(sorted((target / name).glob("*.ipynb")))
     return written
