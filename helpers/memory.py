@@ -22,6 +22,7 @@ __all__ = [
     "cached_tokens",
     "linear_bytes",
     "forward_bytes",
+    "max_concurrent_sequences",
 ]
 
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
@@ -111,3 +112,19 @@ def forward_bytes(
     traffic["lm_head"] = linear_bytes(head_tokens, cfg.hidden, cfg.vocab, dtype)
     traffic["embedding"] = _bytes(tokens * cfg.hidden, dtype)
     return traffic
+
+
+def max_concurrent_sequences(
+    cfg: ModelConfig, memory_bytes: float, context: int, dtype: str = "bf16"
+) -> int:
+    """How many sequences of ``context`` tokens fit beside the weights (chapter 2):
+    ⌊(memory − weights) / (κ · cached tokens)⌋, before activations, fragmentation and the
+    framework's own reserve, so a real server fits fewer. 0 if the weights alone do not fit.
+    """
+    positive_int(context, "context")
+    if not memory_bytes > 0:
+        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
+    free = memory_bytes - weight_bytes(cfg, dtype)
+    if free <= 0:
+        return 0
+    return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))

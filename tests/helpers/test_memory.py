@@ -78,3 +78,15 @@ def test_kv_cache_is_linear_in_tokens_and_batch(tokens, batch):
 def test_bad_sizes(args):
     with pytest.raises(ValueError, match="must be"):
         memory.kv_cache_bytes(models.get("Qwen2.5-7B"), *args)
+
+
+def test_max_concurrent_sequences_worked_number():
+    """REFERENCES: Qwen2.5-7B bf16 on H200 (141 GB) at S = 1024: about 2,140 sequences."""
+    from helpers import hardware
+
+    h200 = hardware.get("H200 SXM")
+    fits = memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), h200.memory_bytes, 1024)
+    assert fits == 2141
+    assert memory.max_concurrent_sequences(models.get("Llama-3.1-70B"), 80e9, 1024) == 0
+    with pytest.raises(ValueError, match="memory_bytes must be positive"):
+        memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), 0, 1024)
