@@ -1,0 +1,102 @@
+"""helpers.ceilings: measured ceilings on small real workloads, and argument checks."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from helpers import ceilings, hardware
+from helpers.roofline import roofline_time
+
+SMALL_GEMMS = [(128, 128, 128), (256, 64, 128)]
+
+
+def test_torch_dtype_names():
+    assert ceilings.torch_dtype("fp32") is torch.float32
+    assert ceilings.torch_dtype("bf16") is torch.bfloat16
+    assert ceilings.torch_dtype("fp16") is torch.float16
+    with pytest.raises(ValueError, match="'fp8'.*fp32, bf16, fp16"):
+        ceilings.torch_dtype("fp8")
+
+
+def test_check_device_accepts_cpu_and_names_bad_devices():
+    assert ceilings.check_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="'tpu'"):
+        ceilings.check_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_check_device_refuses_cuda_when_there_is_none():
+    with pytest.raises(ValueError, match="no CUDA device"):
+        ceilings.check_device("cuda")
+
+
+@pytest.mark.parametrize(
+    "name, chip",
+    [("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+     ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA A100-SXM4-40GB", "A100 40GB SXM"),
+     ("NVIDIA L4", "L4"),
+     ("NVIDIA L40S", "L40S"), ("AMD Instinct MI300X", "MI300X"), ("AMD EPYC", None),
+     ("Apple M2 Pro", None)],
+)  # fmt: skip
+def test_datasheet_chip_matching(name, chip):
+    assert ceilings.datasheet_chip(name) == chip
+
+
+def test_device_name_and_memory_on_cpu():
+    assert ceilings.device_name("cpu").strip()
+    assert ceilings.device_memory_bytes("cpu") > 2**28
+
+
+def test_matmul_ceiling_is_the_best_of_the_shapes_tried():
+    flops, shape = ceilings.measure_matmul_ceiling("cpu", "fp32", shapes=SMALL_GEMMS)
+    assert shape in SMALL_GEMMS
+    assert math.isfinite(flops) and flops > 0
+
+
+def test_bandwidth_is_positive_and_finite():
+    bandwidth = ceilings.measure_bandwidth("cpu", nbytes=16 * 2**20)
+    assert math.isfinite(bandwidth) and bandwidth > 0
+
+
+def test_bandwidth_buffer_is_far_larger_than_the_cache():
+    from helpers.timing import last_level_cache_bytes
+
+    nbytes = ceilings.bandwidth_buffer_bytes("cpu", quick=True)
+    quarter_of_memory = ceilings.device_memory_bytes("cpu") // 4
+    assert nbytes >= min(8 * last_level_cache_bytes("cpu"), quarter_of_memory)
+
+
+@pytest.fixture(scope="module")
+def measured() -> ceilings.Ceilings:
+    return ceilings.measure_ceilings("cpu", ("fp32", "bf16"), shapes=SMALL_GEMMS,
+                                     bandwidth_bytes=16 * 2**20)  # fmt: skip
+
+
+def test_measured_ceilings_are_labelled_and_complete(measured):
+    assert measured.label == "measured"
+    assert set(measured.matmul_flops) == set(measured.matmul_shape) == {"fp32", "bf16"}
+    assert measured.torch_version == torch.__version__
+    assert measured.threads == torch.get_num_threads()
+    assert measured.date.startswith("20") and "T" in measured.date
+    assert measured.datasheet_chip is None  # a CPU is not in the datasheet table
+    assert measured.ridge("bf16") == measured.matmul_flops["bf16"] / measured.bandwidth
+    with pytest.raises(ValueError, match="no measured ceiling for 'fp16'"):
+        measured.peak("fp16")
+
+
+def test_ceilings_serialize_to_json(measured):
+    data = json.loads(json.dumps(measured.to_dict()))
+    assert data["label"] == "measured"
+    assert data["bandwidth"] == measured.bandwidth
+
+
+def test_ceilings_as_hardware_spec_feed_the_roofline(measured):
+    spec = measured.as_hardware_spec()
+    assert isinstance(spec, hardware.HardwareSpec)
+    flops, nbytes = 1e9, 1e6
+    expected = max(flops / measured.peak("fp32"), nbytes / measured.bandwidth)
+    assert roofline_time(flops, nbytes, spec, "fp32").seconds == pytest.approx(expected)

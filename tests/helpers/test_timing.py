@@ -1,0 +1,156 @@
+"""helpers.timing: real timings of known-duration callables, real cache rotation."""
+
+from __future__ import annotations
+
+import glob
+import math
+import time
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import timing
+
+MiB = 2**20
+
+
+def test_median_and_iqr_odd_and_even_counts():
+    assert timing.median_and_iqr([5.0, 1.0, 3.0, 2.0, 4.0]) == (3.0, 2.0)
+    median, iqr = timing.median_and_iqr([1.0, 2.0, 3.0, 4.0])
+    assert median == 2.5
+    assert iqr == pytest.approx(1.5)  # 3.25 - 1.75 (linear interpolation)
+
+
+def test_median_resists_an_outlier_and_iqr_is_zero_for_constant_samples():
+    median, iqr = timing.median_and_iqr([1.0] * 9 + [1000.0])
+    assert (median, iqr) == (1.0, 0.0)
+
+
+def test_median_and_iqr_rejects_no_samples():
+    with pytest.raises(ValueError, match="at least one"):
+        timing.median_and_iqr([])
+
+
+def test_timing_from_samples_summarizes():
+    t = timing.Timing.from_samples([0.4, 0.1, 0.3, 0.2, 0.5], device="cpu", threads=2)
+    assert (t.median_s, t.min_s, t.max_s, t.n) == (0.3, 0.1, 0.5, 5)
+    assert t.iqr_s == pytest.approx(0.2)
+    assert t.relative_iqr == pytest.approx(0.2 / 0.3)
+    assert (t.device, t.threads, t.calls_per_sample) == ("cpu", 2, 1)
+
+
+def test_achieved_rates():
+    assert timing.achieved_flops(2e9, 0.5) == 4e9
+    assert timing.achieved_bandwidth(3e9, 1.5) == 2e9
+    for fn in (timing.achieved_flops, timing.achieved_bandwidth):
+        with pytest.raises(ValueError, match="positive"):
+            fn(1.0, 0.0)
+
+
+def test_copies_to_exceed_cache_known_values():
+    assert timing.copies_to_exceed_cache(10 * MiB, 32 * MiB) == 7  # 70 MiB >= 64 MiB
+    assert timing.copies_to_exceed_cache(64 * MiB, 32 * MiB) == 1
+    assert timing.copies_to_exceed_cache(65 * MiB, 32 * MiB) == 1
+    assert timing.copies_to_exceed_cache(1 * MiB, 32 * MiB, factor=1.0) == 32
+    with pytest.raises(ValueError):
+        timing.copies_to_exceed_cache(0, 32 * MiB)
+
+
+@given(st.integers(1, 2**32), st.integers(1, 2**32), st.floats(0.5, 8.0))
+def test_copies_are_the_fewest_that_exceed_the_cache(per_copy, cache, factor):
+    copies = timing.copies_to_exceed_cache(per_copy, cache, factor)
+    assert copies * per_copy >= factor * cache * (1 - 1e-12)
+    if copies > 1:
+        assert (copies - 1) * per_copy < factor * cache
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("32768K", 32 * MiB), ("1024K\n", MiB), ("32 MiB", 32 * MiB), ("2M", 2 * MiB),
+     ("524288", 524288), ("n/a", None)],
+)  # fmt: skip
+def test_parse_size(text, expected):
+    assert timing._parse_size(text) == expected
+
+
+def test_cpu_last_level_cache_is_the_largest_sysfs_cache():
+    llc = timing.last_level_cache_bytes("cpu")
+    assert isinstance(llc, int)
+    sizes = []
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        with open(f"{index}/type") as f:
+            if f.read().strip() == "Instruction":
+                continue
+        with open(f"{index}/size") as f:
+            sizes.append(timing._parse_size(f.read()))
+    if sizes:
+        assert llc == max(sizes)
+    else:
+        assert llc > 0
+
+
+def test_random_tensor_is_random_and_never_zero():
+    a = timing.random_tensor((64, 32), torch.bfloat16, "cpu")
+    b = timing.random_tensor((64, 32), torch.bfloat16, "cpu")
+    assert a.shape == (64, 32) and a.dtype == torch.bfloat16 and a.device.type == "cpu"
+    assert (a != 0).all()
+    assert not torch.equal(a, b)
+
+
+def test_rotation_makes_distinct_buffers_exceeding_the_real_llc():
+    llc = timing.last_level_cache_bytes("cpu")
+    sets = timing.rotating_inputs(
+        lambda: (timing.random_tensor((1024, 1024), torch.float32, "cpu"),), llc
+    )
+    per_set = 1024 * 1024 * 4
+    assert len(sets) == math.ceil(2 * llc / per_set)
+    assert len({s[0].data_ptr() for s in sets}) == len(sets)  # no aliasing
+    assert sum(s[0].numel() * s[0].element_size() for s in sets) >= 2 * llc
+    assert not torch.equal(sets[0][0], sets[-1][0])  # different values, not one copy
+
+
+def test_sleep_of_known_length_times_near_it():
+    t = timing.time_callable(lambda: time.sleep(0.02), [()], min_run_time=0.1, max_run_time=0.5)
+    assert 0.02 <= t.median_s < 0.03
+    assert t.min_s <= t.median_s <= t.max_s
+    assert t.n >= 4 and t.iqr_s >= 0
+
+
+def test_warmup_keeps_the_slow_first_calls_out():
+    calls = []
+
+    def first_calls_slow():
+        calls.append(None)
+        time.sleep(0.2 if len(calls) <= 3 else 0.005)
+
+    t = timing.time_callable(first_calls_slow, [()], warmup=3, min_run_time=0.05,
+                             max_run_time=0.3)  # fmt: skip
+    assert t.max_s < 0.1
+    assert t.median_s == pytest.approx(0.005, abs=0.004)
+
+
+def test_every_input_set_is_used_and_all_threads_are_given():
+    seen: set[int] = set()
+    threads: set[int] = set()
+
+    def record(x):
+        seen.add(x.data_ptr())
+        threads.add(torch.get_num_threads())
+        time.sleep(0.001)
+
+    sets = [(torch.randn(4),) for _ in range(5)]
+    t = timing.time_callable(record, sets, warmup=0, min_run_time=0.05, max_run_time=0.2)
+    assert seen == {s[0].data_ptr() for s in sets}
+    assert threads == {torch.get_num_threads()}  # Timer's default would be 1
+    assert t.threads == torch.get_num_threads()
+
+
+def test_time_callable_needs_inputs():
+    with pytest.raises(ValueError, match="input set"):
+        timing.time_callable(lambda: None, [])
+
+
+def test_synchronize_on_cpu_is_a_no_op():
+    timing.synchronize("cpu")
