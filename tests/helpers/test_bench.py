@@ -1,0 +1,153 @@
+"""helpers.bench: shapes, FLOP/byte accounting, summaries, and the CLI end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from helpers import bench, models
+from helpers.ceilings import Ceilings
+
+# Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
+FAKE = Ceilings(
+    device="cpu", device_name="test CPU", torch_version=torch.__version__,
+    date="2026-01-01T00:00:00+00:00", threads=1,
+    matmul_flops={"fp32": 1e11, "bf16": 4e11}, matmul_shape={"fp32": (1, 1, 1),
+                                                             "bf16": (1, 1, 1)},
+    bandwidth=1e10, bandwidth_method="test", cache_bytes=2**20, memory_bytes=2**34,
+)  # fmt: skip
+
+
+def test_qwen_7b_layer_shapes_group_identical_matmuls():
+    shapes = bench.layer_shapes(models.get("Qwen2.5-7B"))
+    got = {s.label: (s.k, s.n) for s in shapes}
+    assert got == {"q,o": (3584, 3584), "k,v": (3584, 512), "gate,up": (3584, 18944),
+                   "down": (18944, 3584)}  # fmt: skip
+    assert sum(s.count for s in shapes) == 7
+
+
+def test_scaled_shapes_divide_every_dimension():
+    got = {s.label: (s.k, s.n) for s in bench.layer_shapes(models.get("Qwen2.5-7B"), 8)}
+    assert got == {"q,o": (448, 448), "k,v": (448, 64), "gate,up": (448, 2368),
+                   "down": (2368, 448)}  # fmt: skip
+
+
+def test_token_counts():
+    assert bench.token_counts() == [2**i for i in range(13)]
+    assert bench.token_counts(4096)[-1] == 4096
+    assert bench.token_counts(5) == [1, 2, 4]
+    assert bench.token_counts(1) == [1]
+    with pytest.raises(ValueError):
+        bench.token_counts(0)
+
+
+def test_choose_scale_fits_memory_and_shrinks_quick_cpu_runs():
+    cfg = models.get("Qwen2.5-7B")
+    assert bench.choose_scale(cfg, ["fp32"], 4096, FAKE, quick=False) == 1
+    assert bench.choose_scale(cfg, ["fp32"], 4096, FAKE, quick=True) == bench.QUICK_CPU_SCALE
+    small = replace(FAKE, memory_bytes=2**30)  # 256 MiB budget: full-size gate does not fit
+    scale = bench.choose_scale(cfg, ["fp32"], 4096, small, quick=False)
+    assert scale > 1 and scale & (scale - 1) == 0
+    biggest = max(bench.layer_shapes(cfg, scale), key=lambda s: s.k * s.n)
+    assert bench._memory_needed(biggest, 4096, "fp32", small.cache_bytes) <= 2**30 // 4
+
+
+@pytest.mark.parametrize("dtype, b", [("fp32", 4), ("bf16", 2)])
+def test_measured_point_accounting(dtype, b):
+    shape = bench.LinearShape(("up",), k=96, n=80)
+    weights = [torch.randn(80, 96).to(torch.bfloat16 if b == 2 else torch.float32)]
+    p = bench.measure_point(shape, 3, dtype, weights, FAKE)
+    assert (p.m, p.k, p.n, p.dtype, p.shape, p.count) == (3, 96, 80, dtype, "up", 1)
+    assert p.flops == 2 * 3 * 96 * 80
+    assert p.bytes == b * (3 * 96 + 96 * 80 + 3 * 80)
+    assert p.intensity == pytest.approx(p.flops / p.bytes)
+    assert p.achieved_flops == pytest.approx(p.flops / p.median_s)
+    assert p.achieved_bandwidth == pytest.approx(p.bytes / p.median_s)
+    compute, memory = p.flops / FAKE.peak(dtype), p.bytes / FAKE.bandwidth
+    assert p.predicted_s == pytest.approx(max(compute, memory))
+    assert p.bound == ("compute" if compute >= memory else "memory")
+    assert p.prediction_error == pytest.approx(p.predicted_s / p.median_s - 1)
+
+
+def test_bound_follows_the_measured_ridge():
+    shape = bench.LinearShape(("x",), k=64, n=64)
+    weights = [torch.randn(64, 64)]
+    assert bench.measure_point(shape, 1, "fp32", weights, FAKE).bound == "memory"
+    assert bench.measure_point(shape, 64, "fp32", weights, FAKE).bound == "compute"
+
+
+def _point(dtype, m, count, flops, nbytes, median_s, predicted_s):
+    return bench.SweepPoint(dtype=dtype, shape="s", count=count, m=m, k=1, n=1, flops=flops,
+                            bytes=nbytes, intensity=flops / nbytes, median_s=median_s,
+                            iqr_s=0.0, min_s=median_s, max_s=median_s, samples=4,
+                            achieved_flops=flops / median_s,
+                            achieved_bandwidth=nbytes / median_s, predicted_s=predicted_s,
+                            prediction_error=predicted_s / median_s - 1, bound="memory")
+
+
+def test_summary_weights_shapes_by_use():
+    points = [
+        _point("fp32", 1, 2, 1e6, 1e8, 0.01, 0.01),  # two of these per layer
+        _point("fp32", 1, 1, 1e6, 2e8, 0.04, 0.02),
+        _point("fp32", 2048, 1, 4e10, 1e8, 1.0, 0.4),
+        _point("fp32", 64, 1, 1.0, 1.0, 9.9, 9.9),  # neither decode nor prefill: ignored
+    ]
+    summary = bench.summarize(points, FAKE)["fp32"]
+    # decode: 4e8 B in 0.06 s over 1e10 B/s; predicted 0.04 s
+    assert summary["decode_bandwidth_fraction"] == pytest.approx(4e8 / 0.06 / 1e10)
+    assert summary["decode_prediction_error"] == pytest.approx(0.04 / 0.06 - 1)
+    assert summary["prefill_flops_fraction"] == pytest.approx(0.4)
+    assert summary["prefill_prediction_error"] == pytest.approx(-0.6)
+
+
+def test_dtype_lists_accept_repeats_and_commas():
+    assert bench._dtype_list(None) == ["fp32", "bf16"]
+    assert bench._dtype_list(["bf16,fp32", "bf16"]) == ["bf16", "fp32"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--model", "GPT-9"], "unknown model 'GPT-9'"),
+     (["--dtype", "fp8"], "unknown dtype 'fp8'"),
+     (["--dtype", "fp32,int3"], "unknown dtype 'int3'"),
+     (["--device", "tpu"], "'tpu'"),
+     (["--scale", "0"], "scale must be at least 1")],
+)  # fmt: skip
+def test_bad_arguments_exit_non_zero_naming_the_problem(args, message, capsys, tmp_path):
+    assert bench.main(["--quick", "--out", str(tmp_path), "--device", "cpu", *args]) != 0
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # failed before measuring or writing anything
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_requested_without_one(capsys, tmp_path):
+    assert bench.main(["--device", "cuda", "--out", str(tmp_path)]) != 0
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_writes_json_and_png(tmp_path):
+    """The real command in quick mode, shapes scaled down 64× and m ≤ 4 to keep it short."""
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.bench", "--device", "cpu", "--quick", "--dtype", "fp32",
+         "--scale", "64", "--max-tokens", "4", "--out", str(tmp_path), "--no-progress"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "bench_cpu.json").read_text())
+    assert data["ceilings"]["label"] == "measured"
+    assert data["device"] == "cpu" and data["torch_version"] == torch.__version__
+    assert data["scale"] == 64 and data["tokens"] == [1, 2, 4]
+    assert len(data["points"]) == 4 * 3  # 4 distinct shapes × 3 token counts
+    for p in data["points"]:
+        assert p["flops"] == 2 * p["m"] * p["k"] * p["n"]
+        assert p["median_s"] > 0 and p["bound"] in ("memory", "compute")
+    assert set(data["summary"]["fp32"]) == {"decode_bandwidth_fraction",
+                                            "decode_prediction_error"}  # fmt: skip
+    assert (tmp_path / "roofline_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "q,o" in result.stdout and "bandwidth ceiling" in result.stdout
