@@ -29,8 +29,9 @@ sandbox:
 	       && (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) ; } \
 	  || echo "note: bubblewrap not installed; sandboxed grading tests will fail"
 
+# Containers often run as root, which JupyterLab refuses without --allow-root.
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=. notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 lint: env
 	$(VENV)/bin/ruff check .
