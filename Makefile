@@ -15,10 +15,12 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@# torch first, so the project's `torch` requirement never pulls a multi-GB CUDA build.
-	$(PY) -c "import torch" 2>/dev/null \
-	  || $(PY) -m pip install --quiet --no-index --only-binary=:all: torch 2>/dev/null \
-	  || $(PY) -m pip install --quiet torch --index-url $(TORCH_CPU_INDEX)
+	@# torch first, so the project's `torch` requirement never pulls a multi-GB CUDA build:
+	@# a CPU wheel from pip's find-links if there is one, else PyTorch's CPU index.
+	$(PY) -c "import torch" 2>/dev/null || { \
+	  if $(PY) -m pip install --quiet --no-index --no-deps torch 2>/dev/null; \
+	  then $(PY) -m pip install --quiet torch; \
+	  else $(PY) -m pip install --quiet torch --index-url $(TORCH_CPU_INDEX); fi; }
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
