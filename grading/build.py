@@ -12,6 +12,7 @@ only what matters.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,13 @@ RELEASE = ROOT / "notebooks"
 def chapters(source: Path = SOURCE) -> list[str]:
     """Assignment names: every ``NN_name`` folder holding ``NN_name.ipynb``."""
     return sorted(p.parent.name for p in source.glob("*/*.ipynb") if p.stem == p.parent.name)
+
+
+def tool_environment() -> dict[str, str]:
+    """This environment with the interpreter's bin folder first on PATH: nbgrader runs
+    ``alembic`` by name, which is not found when the venv is not activated."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
 
 
 def release(
@@ -54,6 +62,7 @@ def release(
                  f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}"],
                 check=True,
                 cwd=course,
+                env=tool_environment(),
             )  # fmt: skip
         if names == known and target.exists():
             shutil.rmtree(target)

@@ -1,0 +1,111 @@
+"""The ``grade`` and ``check`` commands (argument parsing lives in ``__main__``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grading import course, grader, ingest, report, sandbox
+from grading.build import RELEASE
+
+
+def limits(args: argparse.Namespace) -> sandbox.Limits:
+    return sandbox.Limits(
+        wall_s=args.timeout, cpu_s=max(1, int(args.timeout)), memory=args.memory << 20
+    )
+
+
+def use_sandbox(args: argparse.Namespace, required: bool) -> bool:
+    """True to sandbox; False only with --unsafe, or for a learner's own ``check``."""
+    if args.unsafe:
+        print("warning: --unsafe: student code runs without a sandbox", file=sys.stderr)
+        return False
+    if sandbox.bwrap_works():
+        return True
+    if required:
+        raise sandbox.SandboxUnavailable(
+            "bubblewrap (bwrap) is not available: install it (`make sandbox`), or pass "
+            "--unsafe to grade without isolation"
+        )
+    print("note: no bubblewrap here; checking your own notebook without a sandbox",
+          file=sys.stderr)  # fmt: skip
+    return False
+
+
+def grade_command(args: argparse.Namespace) -> int:
+    try:
+        isolated = use_sandbox(args, required=True)
+    except sandbox.SandboxUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    assignment = course.load(args.assignment, args.source)
+    submitted = args.course / "submitted"
+    submitted.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    if args.from_zip:
+        notes = ingest.from_zip(args.from_zip, assignment.name, submitted, args.name_pattern)
+    elif args.from_folder:
+        notes = ingest.from_folder(args.from_folder, assignment.name, submitted)
+    elif args.from_exchange:
+        if not args.course_id:
+            print("error: --from-exchange needs --course-id", file=sys.stderr)
+            return 2
+        notes = ingest.from_exchange(
+            args.from_exchange, args.course_id, assignment.name, submitted
+        )
+    for note in notes:
+        print(f"ingest: {note}")
+    roster = None
+    if args.roster:
+        lines = args.roster.read_text(encoding="utf-8").splitlines()
+        roster = [ingest.safe_id(line) for line in lines if line.strip()]
+    results = grader.grade_batch(
+        assignment, args.course, roster, args.jobs, limits(args), isolated
+    )
+    paths = report.write_reports(results, assignment, args.course)
+    flagged = [r for r in results if report.needs_attention(r, assignment)]
+    print(f"{assignment.name}: {len(results)} students graded, {len(flagged)} need attention")
+    for result in flagged:
+        print(f"  {result.student}: {'; '.join(report.needs_attention(result, assignment))}")
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print(f"feedback: {args.course / 'feedback'}/<student>/{assignment.name}/")
+    return 0
+
+
+def find_source(name: str, explicit: Path) -> tuple[Path, str]:
+    """The instructor's source if this checkout has it (all tests), else the release
+    (visible tests only)."""
+    if course.source_notebook(name, explicit).is_file():
+        return explicit, "visible and hidden tests"
+    if course.source_notebook(name, RELEASE).is_file():
+        return RELEASE, "visible tests only"
+    raise FileNotFoundError(f"no chapter {name} under {explicit} or {RELEASE}")
+
+
+def check_command(args: argparse.Namespace) -> int:
+    name = args.assignment or args.notebook.stem
+    try:
+        source, scope = find_source(name, args.source)
+        isolated = use_sandbox(args, required=False)
+        nb = grader.parse(Path(args.notebook).read_bytes())
+    except (FileNotFoundError, grader.CorruptNotebook) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    assignment = course.load(name, source)
+    questions, flags = grader.grade_notebook(nb, assignment, limits(args), isolated)
+    print(f"{args.notebook}: {name}, {scope}")
+    for flag in flags:
+        print(f"  note: {flag}")
+    width = max((len(q.grade_id) for q in questions), default=10)
+    for q in questions:
+        score = "-" if q.score is None else report.number(q.score)
+        verdict = report.VERDICT.get(q.status, q.status)
+        detail = f": {q.detail}" if q.detail and q.status != "hidden" else ""
+        print(f"  {q.grade_id:<{width}}  {score:>3}/{report.number(q.points):<3} {verdict}{detail}")
+    total = sum(q.score or 0 for q in questions)
+    print(f"autograded: {report.number(total)}/{report.number(assignment.max_auto)}"
+          + (f" (+{report.number(assignment.max_written)} graded by hand)"
+             if assignment.written else ""))  # fmt: skip
+    return 0 if total == assignment.max_auto else 1

@@ -1,0 +1,124 @@
+"""What an assignment asks, read from the instructor's source notebook only.
+
+Everything the grader trusts comes from here: the setup cell, each exercise's test cell
+(whole, and without its hidden tests, cleared by nbgrader's own ``ClearHiddenTests``), the
+points, and the student release (nbgrader's ``ClearSolutions``, ``ClearHiddenTests`` and
+``ClearOutput``). A submission contributes nothing but the source of its answer cells.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
+
+
+@dataclass(frozen=True)
+class Exercise:
+    test_id: str  # grade_id of the test cell, e.g. ch01_matmul_flops_test
+    answer_id: str  # grade_id of the answer cell it tests, e.g. ch01_matmul_flops
+    points: float
+    full: str  # the whole test cell, hidden tests included
+    visible: str  # what the student sees
+
+
+@dataclass(frozen=True)
+class Written:
+    grade_id: str
+    points: float
+
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    setup: str
+    exercises: list[Exercise]
+    written: list[Written]
+    release: nbformat.NotebookNode = field(repr=False)
+    digest: str  # of the source notebook: results graded against another source are redone
+
+    @property
+    def notebook_name(self) -> str:
+        return f"{self.name}.ipynb"
+
+    @property
+    def max_auto(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+    @property
+    def max_written(self) -> float:
+        return sum(w.points for w in self.written)
+
+    @property
+    def locked(self) -> dict[str, str]:
+        """grade_id → release source of every locked cell (for spotting edits)."""
+        return {
+            meta(c)["grade_id"]: c.source
+            for c in self.release.cells
+            if meta(c).get("locked") and not meta(c).get("solution")
+        }
+
+
+def meta(cell: nbformat.NotebookNode) -> dict:
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return nbgrader if isinstance(nbgrader, dict) else {}
+
+
+def source_notebook(name: str, source: Path) -> Path:
+    return source / name / f"{name}.ipynb"
+
+
+def load(name: str, source: Path) -> Assignment:
+    """Read ``source/name/name.ipynb`` (nbgrader source format)."""
+    path = source_notebook(name, source)
+    raw = path.read_bytes()
+    nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    setup = [c.source for c in code if str(meta(c).get("grade_id", "")).endswith("_setup")]
+    if not code:
+        raise ValueError(f"{path}: no code cells (the first one is the setup cell)")
+    hide = ClearHiddenTests()
+    exercises, written, last_answer = [], [], None
+    for cell in nb.cells:
+        info = meta(cell)
+        if cell.cell_type == "code" and info.get("solution"):
+            last_answer = info["grade_id"]
+        elif cell.cell_type == "code" and info.get("grade"):
+            test_id = info["grade_id"]
+            answer_id = test_id.removesuffix("_test")
+            if answer_id == test_id or answer_id not in _ids(nb):
+                answer_id = last_answer  # not named by convention: the answer just above
+            if answer_id is None:
+                raise ValueError(f"{path}: test cell {test_id} has no answer cell above it")
+            visible, _ = hide.preprocess_cell(copy.deepcopy(cell), {}, 0)
+            exercises.append(
+                Exercise(test_id, answer_id, float(info.get("points", 0)), cell.source,
+                         visible.source)
+            )  # fmt: skip
+        elif cell.cell_type == "markdown" and info.get("grade"):
+            written.append(Written(info["grade_id"], float(info.get("points", 0))))
+    return Assignment(
+        name=name,
+        setup="\n".join(setup) if setup else code[0].source,
+        exercises=exercises,
+        written=written,
+        release=release_notebook(nb),
+        digest=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def _ids(nb: nbformat.NotebookNode) -> set[str]:
+    return {meta(c).get("grade_id") for c in nb.cells}
+
+
+def release_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The student version, in memory, by nbgrader's own preprocessors."""
+    release = copy.deepcopy(nb)
+    resources: dict = {}
+    for preprocessor in (ClearSolutions(), ClearHiddenTests(), ClearOutput()):
+        release, resources = preprocessor.preprocess(release, resources)
+    return release

@@ -1,0 +1,269 @@
+"""Grade a batch of submissions: pick and parse each student's notebook, run its answers in
+the sandbox, and store one result per student.
+
+The course folder follows nbgrader's layout: ``submitted/<student>/<assignment>/`` in,
+``grades/<assignment>/<student>.json`` out (written by this process only, atomically). A
+stored result is reused when the submission, the source and this grader are unchanged, so
+an interrupted batch resumes and a rerun does no work and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+from tqdm.auto import tqdm
+
+from grading import sandbox
+from grading.course import Assignment, meta
+
+RESULTS_VERSION = 1  # bump when grading changes, so stored results are redone
+MAX_NOTEBOOK_BYTES = 50 << 20
+
+
+@dataclass
+class QuestionResult:
+    grade_id: str
+    points: float
+    score: float | None  # None: graded by hand (written answers)
+    status: str  # passed, failed, hidden, error, timeout, limit, crash, tampered, missing, ...
+    detail: str = ""
+
+
+@dataclass
+class StudentResult:
+    student: str
+    assignment: str
+    questions: list[QuestionResult]
+    flags: list[str] = field(default_factory=list)
+    file: str = ""  # the notebook graded, relative to the student's folder
+    key: str = ""  # what it was graded from (submission, source, grader)
+
+    @property
+    def score(self) -> float:
+        return sum(q.score or 0.0 for q in self.questions)
+
+    @property
+    def max_auto(self) -> float:
+        return sum(q.points for q in self.questions if q.score is not None)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StudentResult:
+        data = json.loads(text)
+        data["questions"] = [QuestionResult(**q) for q in data["questions"]]
+        return cls(**data)
+
+
+class CorruptNotebook(ValueError):
+    pass
+
+
+def parse(raw: bytes) -> nbformat.NotebookNode:
+    """A submitted notebook, or CorruptNotebook saying why not."""
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        raise CorruptNotebook(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+    try:
+        nb = nbformat.reads(raw.decode("utf-8-sig"), as_version=4)
+        cells = list(nb.cells)
+        for cell in cells:
+            kinds = ("code", "markdown", "raw")
+            if not isinstance(cell.source, str) or cell.cell_type not in kinds:
+                raise ValueError("a cell has no text source or an unknown type")
+    except Exception as error:  # nbformat raises many types on hostile JSON
+        raise CorruptNotebook(f"{type(error).__name__}: {str(error)[:200]}") from None
+    return nb
+
+
+def pick_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
+    """The notebook to grade in a student's assignment folder, and flags about the choice."""
+    found = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.is_symlink())
+    if not found:
+        others = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        extra = f" (found: {', '.join(others[:5])})" if others else ""
+        return None, [f"missing notebook: no {expected}{extra}"]
+    exact = [p for p in found if p.name == expected]
+    chosen = exact[0] if exact else max(found, key=lambda p: (p.stat().st_mtime, p.name))
+    flags = []
+    if not exact:
+        flags.append(f"wrong file name: {chosen.name} (expected {expected})")
+    if len(found) > 1:
+        others = ", ".join(p.name for p in found if p != chosen)
+        flags.append(f"duplicate submission: graded {chosen.name}, ignored {others}")
+    return chosen, flags
+
+
+def submission_key(folder: Path, assignment: Assignment) -> str:
+    digest = hashlib.sha256(f"{RESULTS_VERSION}:{assignment.digest}".encode())
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and not path.is_symlink():
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def answers_and_flags(
+    nb: nbformat.NotebookNode, assignment: Assignment
+) -> tuple[dict[str, str], list[str]]:
+    """The student's answer cells by grade_id (never their tests, points or locked cells),
+    and flags for cells that were deleted, duplicated or edited."""
+    by_id: dict[str, list] = {}
+    for cell in nb.cells:
+        grade_id = meta(cell).get("grade_id")
+        if isinstance(grade_id, str):
+            by_id.setdefault(grade_id, []).append(cell)
+    flags, answers = [], {}
+    for exercise in assignment.exercises:
+        cells = [c for c in by_id.get(exercise.answer_id, []) if c.cell_type == "code"]
+        if len(cells) > 1:
+            flags.append(f"duplicate cell {exercise.answer_id}: graded the last one")
+        if cells:
+            answers[exercise.answer_id] = cells[-1].source
+    for grade_id, source in assignment.locked.items():
+        cells = by_id.get(grade_id, [])
+        if not cells:
+            flags.append(f"deleted locked cell {grade_id} (the instructor's copy was used)")
+        elif any(c.source.strip() != source.strip() for c in cells):
+            flags.append(f"edited locked cell {grade_id} (the instructor's copy was used)")
+    return answers, flags
+
+
+def grade_notebook(
+    nb: nbformat.NotebookNode,
+    assignment: Assignment,
+    limits: sandbox.Limits,
+    use_sandbox: bool,
+) -> tuple[list[QuestionResult], list[str]]:
+    """Per-question results for one parsed notebook."""
+    answers, flags = answers_and_flags(nb, assignment)
+    present = [e for e in assignment.exercises if e.answer_id in answers]
+    outcomes = sandbox.run(
+        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full)
+         for e in present],
+        limits,
+        sandbox=use_sandbox,
+    )  # fmt: skip
+    by_test = {e.test_id: o for e, o in zip(present, outcomes, strict=True)}
+    results = []
+    for exercise in assignment.exercises:
+        outcome = by_test.get(exercise.test_id)
+        if outcome is None:
+            results.append(
+                QuestionResult(exercise.test_id, exercise.points, 0.0, "missing",
+                               f"answer cell {exercise.answer_id} not found")
+            )  # fmt: skip
+        else:
+            score = exercise.points if outcome.passed else 0.0
+            results.append(
+                QuestionResult(exercise.test_id, exercise.points, score, outcome.status,
+                               outcome.detail)
+            )  # fmt: skip
+    results += [QuestionResult(w.grade_id, w.points, None, "manual") for w in assignment.written]
+    return results, flags
+
+
+def zero(assignment: Assignment, status: str, detail: str) -> list[QuestionResult]:
+    auto = [QuestionResult(e.test_id, e.points, 0.0, status, detail) for e in assignment.exercises]
+    return auto + [QuestionResult(w.grade_id, w.points, None, "manual") for w in assignment.written]
+
+
+def grade_student(
+    student: str,
+    assignment: Assignment,
+    submitted: Path,
+    limits: sandbox.Limits,
+    use_sandbox: bool,
+    key: str = "",
+) -> StudentResult:
+    """Grade ``submitted/<student>/<assignment>/``; never raises for a bad submission."""
+    folder = submitted / student / assignment.name
+    path, flags = pick_notebook(folder, assignment.notebook_name)
+    if path is None:
+        questions = zero(assignment, "missing", "no notebook submitted")
+        return StudentResult(student, assignment.name, questions, flags, "", key)
+    try:
+        nb = parse(path.read_bytes())
+    except CorruptNotebook as error:
+        flags.append(f"corrupt notebook {path.name}: {error}")
+        questions = zero(assignment, "corrupt", "the notebook could not be read")
+        return StudentResult(student, assignment.name, questions, flags, path.name, key)
+    questions, more = grade_notebook(nb, assignment, limits, use_sandbox)
+    return StudentResult(student, assignment.name, questions, flags + more, path.name, key)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def stored(path: Path, key: str) -> StudentResult | None:
+    try:
+        result = StudentResult.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return result if result.key == key else None
+
+
+def students_in(submitted: Path, assignment: str) -> list[str]:
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+
+
+def grade_batch(
+    assignment: Assignment,
+    course: Path,
+    roster: Iterable[str] | None = None,
+    jobs: int | None = None,
+    limits: sandbox.Limits | None = None,
+    use_sandbox: bool = True,
+    progress: bool = True,
+) -> list[StudentResult]:
+    """Grade every submission of ``assignment`` under ``course/submitted`` (resuming from
+    stored results), plus a zero for each roster student who submitted nothing."""
+    limits = limits or sandbox.Limits()
+    submitted, results_dir = course / "submitted", course / "grades" / assignment.name
+    roster_set = set(roster) if roster is not None else None
+    students = students_in(submitted, assignment.name)
+    everyone = sorted(set(students) | (roster_set or set()))
+    results: dict[str, StudentResult] = {}
+    todo = []
+    for student in everyone:
+        key = submission_key(submitted / student / assignment.name, assignment)
+        previous = stored(results_dir / f"{student}.json", key)
+        if previous is not None:
+            results[student] = previous
+        else:
+            todo.append((student, key))
+    with (
+        ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
+        tqdm(total=len(everyone), initial=len(results), desc=f"grading {assignment.name}",
+             unit="student", disable=not progress) as bar,
+    ):  # fmt: skip
+        futures = {
+            pool.submit(grade_student, s, assignment, submitted, limits, use_sandbox, key): s
+            for s, key in todo
+        }
+        for future in as_completed(futures):
+            student = futures[future]
+            results[student] = future.result()
+            write_atomically(results_dir / f"{student}.json", results[student].to_json())
+            bar.update()
+    if roster_set is not None:  # the roster may change between runs: not stored
+        for student in set(everyone) - roster_set:
+            results[student].flags.insert(0, "unknown student: not on the roster")
+    return [results[s] for s in everyone]

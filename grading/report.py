@@ -1,0 +1,206 @@
+"""What a batch produces for people: the grades CSV, the instructor's summary with a plot,
+and each student's feedback page (which never shows hidden tests)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import html
+import io
+from pathlib import Path
+
+import nbformat
+
+from grading.course import Assignment, meta
+from grading.grader import StudentResult, parse, write_atomically
+
+ATTENTION = {"timeout", "limit", "crash", "tampered", "corrupt", "missing", "setup"}
+VERDICT = {
+    "passed": "passed",
+    "failed": "failed",
+    "hidden": "passed the visible tests, failed the hidden tests",
+    "error": "your answer cell raised an error",
+    "timeout": "ran out of time",
+    "limit": "hit a resource limit",
+    "crash": "crashed",
+    "tampered": "changed the checkers or setup (not allowed)",
+    "missing": "no answer found",
+    "corrupt": "the notebook could not be read",
+    "setup": "the setup cell failed (tell your instructor)",
+    "manual": "graded by hand",
+}
+
+
+def question_ids(assignment: Assignment) -> list[str]:
+    return [e.test_id for e in assignment.exercises] + [w.grade_id for w in assignment.written]
+
+
+def grades_csv(results: list[StudentResult], assignment: Assignment) -> str:
+    """One row per student: each question's score (blank: graded by hand), the autograded
+    total and maximum, and the flags."""
+    ids = question_ids(assignment)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", "assignment", *ids, "auto_score", "auto_max", "written_max",
+                     "flags"])  # fmt: skip
+    for result in results:
+        scores = {q.grade_id: q.score for q in result.questions}
+        writer.writerow(
+            [result.student, assignment.name,
+             *(number(scores.get(i)) for i in ids),
+             number(result.score), number(assignment.max_auto),
+             number(assignment.max_written), "; ".join(result.flags)]
+        )  # fmt: skip
+    return out.getvalue()
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def needs_attention(result: StudentResult, assignment: Assignment) -> list[str]:
+    reasons = list(result.flags)
+    reasons += [f"{q.grade_id}: {q.status}" for q in result.questions if q.status in ATTENTION]
+    if assignment.max_auto and result.score < assignment.max_auto / 2:
+        reasons.append(f"score {number(result.score)}/{number(assignment.max_auto)}")
+    return list(dict.fromkeys(reasons))
+
+
+def summary(results: list[StudentResult], assignment: Assignment, plot: Path | None) -> str:
+    """Markdown: per question the score distribution and statuses; who needs attention."""
+    lines = [f"# {assignment.name}: {len(results)} students", ""]
+    lines += ["| question | points | mean | full marks | zero | statuses |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    for exercise in assignment.exercises:
+        rows = [q for r in results for q in r.questions if q.grade_id == exercise.test_id]
+        scores = [q.score or 0.0 for q in rows]
+        statuses: dict[str, int] = {}
+        for q in rows:
+            statuses[q.status] = statuses.get(q.status, 0) + 1
+        mean = sum(scores) / len(scores) if scores else 0.0
+        lines.append(
+            f"| {exercise.test_id} | {number(exercise.points)} | {mean:.2f} "
+            f"| {sum(s == exercise.points for s in scores)} | {sum(s == 0 for s in scores)} "
+            f"| {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))} |"
+        )
+    for written in assignment.written:
+        lines.append(f"| {written.grade_id} | {number(written.points)} | graded by hand | | | |")
+    totals = [r.score for r in results]
+    if totals:
+        lines += ["", f"Autograded total (of {number(assignment.max_auto)}): "
+                  f"mean {sum(totals) / len(totals):.2f}, min {number(min(totals))}, "
+                  f"max {number(max(totals))}."]  # fmt: skip
+    if plot is not None:
+        lines += ["", f"![score distribution]({plot.name})"]
+    attention = [(r.student, needs_attention(r, assignment)) for r in results]
+    attention = [(s, why) for s, why in attention if why]
+    lines += ["", f"## Needs attention ({len(attention)})", ""]
+    lines += [f"- **{s}**: {'; '.join(why)}" for s, why in attention] or ["Nobody."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_distribution(results: list[StudentResult], assignment: Assignment, path: Path) -> None:
+    """Per question: how many students got full marks, zero, or something else; plus the
+    histogram of autograded totals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ids = [e.test_id for e in assignment.exercises]
+    scores = {(r.student, q.grade_id): q.score for r in results for q in r.questions}
+    full = [sum(scores.get((r.student, e.test_id)) == e.points for r in results)
+            for e in assignment.exercises]  # fmt: skip
+    zero = [len(results) - f for f in full]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4), dpi=80)
+    left.barh(ids, full, color="tab:green", label="full marks")
+    left.barh(ids, zero, left=full, color="tab:red", label="zero")
+    left.set_xlabel("students")
+    left.legend(loc="lower right")
+    left.invert_yaxis()
+    right.hist([r.score for r in results], bins=max(1, int(assignment.max_auto) + 1),
+               range=(-0.5, assignment.max_auto + 0.5), color="tab:blue")  # fmt: skip
+    right.set_xlabel(f"autograded score (of {number(assignment.max_auto)})")
+    right.set_ylabel("students")
+    figure.suptitle(assignment.name)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, metadata={"Software": None})
+    plt.close(figure)
+
+
+def feedback_notebook(
+    result: StudentResult, assignment: Assignment, submission: nbformat.NotebookNode | None
+) -> nbformat.NotebookNode:
+    """The release notebook (no solutions, no hidden tests), with the student's answers put
+    in and each test cell's output replaced by the grader's verdict."""
+    nb = copy.deepcopy(assignment.release)
+    answers: dict[str, str] = {}
+    if submission is not None:
+        for cell in submission.cells:
+            grade_id = meta(cell).get("grade_id")
+            if isinstance(grade_id, str) and meta(cell).get("solution"):
+                answers[grade_id] = cell.source  # the last one wins, as when grading
+    by_id = {q.grade_id: q for q in result.questions}
+    for cell in nb.cells:
+        grade_id = meta(cell).get("grade_id")
+        if grade_id in answers and meta(cell).get("solution"):
+            cell.source = answers[grade_id]
+        if cell.cell_type == "code" and grade_id in by_id:
+            q = by_id[grade_id]
+            text = f"{number(q.score)} / {number(q.points)}: {VERDICT.get(q.status, q.status)}"
+            if q.detail and q.status != "hidden":
+                text += f"\n{q.detail}"
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
+    header = [f"# Feedback: {assignment.name}", "",
+              f"Student: {result.student}. Autograded score: {number(result.score)} of "
+              f"{number(assignment.max_auto)}; written answers "
+              f"({number(assignment.max_written)} points) are graded by hand.", "",
+              "| question | score | result |", "|---|---|---|"]  # fmt: skip
+    for q in result.questions:
+        header.append(f"| {q.grade_id} | {number(q.score) or '–'} / {number(q.points)} "
+                      f"| {html.escape(VERDICT.get(q.status, q.status))} |")  # fmt: skip
+    if result.flags:
+        header += ["", "Notes:", *(f"- {html.escape(f)}" for f in result.flags)]
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(header)))
+    return nb
+
+
+def feedback_html(
+    result: StudentResult, assignment: Assignment, submission: nbformat.NotebookNode | None
+) -> str:
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="classic", exclude_input_prompt=True,
+                            exclude_output_prompt=True)  # fmt: skip
+    body, _ = exporter.from_notebook_node(feedback_notebook(result, assignment, submission))
+    return body
+
+
+def write_reports(
+    results: list[StudentResult], assignment: Assignment, course: Path
+) -> dict[str, Path]:
+    """grades.csv, summary.md and summary.png under ``course/reports/<assignment>/``, and
+    ``course/feedback/<student>/<assignment>/<assignment>.html`` for each student."""
+    reports = course / "reports" / assignment.name
+    plot = reports / "summary.png"
+    plot_distribution(results, assignment, plot)
+    written = {"csv": reports / "grades.csv", "summary": reports / "summary.md", "plot": plot}
+    write_atomically(written["csv"], grades_csv(results, assignment))
+    write_atomically(written["summary"], summary(results, assignment, plot))
+    for result in results:
+        submission = None
+        if result.file:
+            path = course / "submitted" / result.student / assignment.name / result.file
+            try:
+                submission = parse(path.read_bytes())
+            except Exception:  # corrupt or gone: feedback without the answers
+                submission = None
+        target = course / "feedback" / result.student / assignment.name
+        write_atomically(target / f"{assignment.name}.html",
+                         feedback_html(result, assignment, submission))  # fmt: skip
+    return written
+
+
