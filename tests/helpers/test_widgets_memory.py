@@ -1,0 +1,116 @@
+"""The chapter 2 memory-budget widget: values in, numbers and bars out, no browser."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import hardware, memory, models  # noqa: E402
+from helpers.widgets.memory import (  # noqa: E402
+    GB,
+    draw_memory_budget,
+    memory_budget,
+    show_memory_budget,
+)
+
+
+def test_numbers_come_from_helpers_memory():
+    budget = memory_budget("Qwen2.5-7B", "bf16", 4096, 32, "H100 SXM")
+    cfg = models.get("Qwen2.5-7B")
+    assert budget.weights == memory.weight_bytes(cfg, "bf16") == 15_231_233_024
+    assert budget.kv_cache == 32 * 4096 * 57_344
+    assert budget.capacity == hardware.get("H100 SXM").memory_bytes == 80e9
+    assert budget.fits and budget.overflow == 0
+    assert budget.free == 80e9 - budget.weights - budget.kv_cache
+    assert budget.max_sequences == memory.max_concurrent_sequences(cfg, 80e9, 4096)
+    assert list(budget.segments()) == ["weights", "KV cache", "free"]
+    assert sum(budget.segments().values()) == pytest.approx(budget.capacity)
+
+
+def test_reference_capacity_number():
+    """REFERENCES: Qwen2.5-7B bf16 on H200 at S = 1024: about 2,141 sequences."""
+    budget = memory_budget("Qwen2.5-7B", "bf16", 1024, 1, "H200 SXM")
+    assert budget.max_sequences == 2141
+    assert "2,141" in budget.verdict()
+
+
+def test_overflow_when_the_cache_does_not_fit():
+    budget = memory_budget("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM")
+    assert not budget.fits
+    assert budget.free == 0
+    assert budget.overflow == budget.weights + budget.kv_cache - 80e9
+    assert "does not fit" in budget.verdict() and "14 sequences" in budget.verdict()
+
+
+def test_weights_alone_too_big():
+    """Llama-3.1-70B in bf16 (141.1 GB) fits neither an 80 GB H100 nor a 141 GB H200."""
+    for chip in ("H100 SXM", "H200 SXM"):
+        budget = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, chip)
+        assert not budget.fits and budget.max_sequences == 0
+        assert "weights alone" in budget.verdict()
+    assert memory_budget("Llama-3.1-70B", "fp8", 1024, 1, "H100 SXM").fits
+
+
+def test_sliding_window_caps_the_bar():
+    long = memory_budget("Mistral-7B-v0.1", "bf16", 32768, 8, "H100 SXM")
+    window = memory_budget("Mistral-7B-v0.1", "bf16", 4096, 8, "H100 SXM")
+    assert long.kv_cache == window.kv_cache == 8 * 4096 * 131_072
+
+
+def test_dtype_shrinks_both_weights_and_cache():
+    bf16 = memory_budget("Qwen2.5-7B", "bf16", 2048, 4, "L4")
+    int4 = memory_budget("Qwen2.5-7B", "int4", 2048, 4, "L4")
+    assert int4.weights * 4 == bf16.weights and int4.kv_cache * 4 == bf16.kv_cache
+
+
+def test_drawn_bars_match_the_data():
+    budget = memory_budget("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM")
+    fig, ax = plt.subplots()
+    try:
+        draw_memory_budget(ax, budget)
+        bars = [p for p in ax.patches]
+        widths = [bar.get_width() for bar in bars]
+        lefts = [bar.get_x() for bar in bars]
+        expected = [v / GB for v in budget.segments().values()] + [budget.overflow / GB]
+        assert widths == pytest.approx(expected)
+        assert lefts[:3] == pytest.approx([0, budget.weights / GB, budget.needed / GB])
+        assert lefts[3] == pytest.approx(80)  # the overflow starts at the capacity line
+        assert ax.get_xlim()[1] >= budget.needed / GB
+        assert "does not fit" in ax.get_title()
+    finally:
+        plt.close(fig)
+
+
+def test_no_overflow_bar_when_it_fits():
+    fig, ax = plt.subplots()
+    try:
+        draw_memory_budget(ax, memory_budget())
+        assert len(ax.patches) == 3
+    finally:
+        plt.close(fig)
+
+
+def test_callback_draws_one_figure_and_returns_nothing():
+    before = set(plt.get_fignums())
+    try:
+        assert show_memory_budget("Qwen2.5-0.5B", "fp32", 512, 2, "L4") is None
+        new = set(plt.get_fignums()) - before  # Agg's show() leaves the figure open
+        assert len(new) == 1
+        (ax,) = plt.figure(new.pop()).axes
+        assert "Qwen2.5-0.5B in fp32" in ax.get_title()
+    finally:
+        for number in set(plt.get_fignums()) - before:
+            plt.close(number)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"chip": "H300"}, "unknown chip"), ({"model": "GPT-5"}, "unknown model"),
+     ({"dtype": "fp64"}, "dtype must be one of"), ({"context": 0}, "context"),
+     ({"batch": 0}, "batch")],
+)  # fmt: skip
+def test_bad_values_name_the_problem(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        memory_budget(**kwargs)
