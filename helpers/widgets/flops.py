@@ -1,0 +1,155 @@
+"""Chapter 1 explorer (`01_flops`): how much of one generated token's FLOPs attention takes
+as the context grows.
+
+A token generated at position ``context`` runs every weight matmul once (the same FLOPs at
+any context) and attends to ``context`` keys (itself included), which costs
+4 · context · n_q_heads · head_dim FLOPs per layer. ``attention_share`` returns the curve and
+the chosen point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
+``show_attention_share`` is the callback the notebook's sliders call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helpers import flops, models
+from helpers._validate import positive_int
+
+__all__ = [
+    "CONTEXTS",
+    "AttentionShare",
+    "attention_share",
+    "draw_attention_share",
+    "show_attention_share",
+]
+
+CONTEXTS = tuple(2**power for power in range(7, 18))
+"""Context lengths the slider offers and the curve is drawn at: 128 … 131,072 tokens."""
+
+
+def _decode_step(cfg: models.ModelConfig, context: int) -> tuple[int, int]:
+    """(attention FLOPs, all other FLOPs) of the decode step that writes token ``context``:
+    it attends to ``context`` keys, ``context - 1`` of them already in the KV cache, and the
+    LM head runs for this one token."""
+    step = flops.forward_flops(cfg, 1, context=context - 1, logits="last").by_op
+    attention = step["attn_scores"] + step["attn_values"]
+    return attention, sum(step.values()) - attention
+
+
+@dataclass(frozen=True)
+class AttentionShare:
+    """The explorer's data for one preset: the curve over ``contexts`` and the chosen point.
+
+    ``share``: attention's fraction of all FLOPs of the decode step. ``of_two_n``: attention
+    FLOPs divided by 2N (N = ``param_count``), the yardstick "2N per token" leaves out.
+    ``attention`` and ``matmuls`` are the FLOPs at the chosen ``context``; ``matmuls`` (the
+    weight matmuls and the LM head) does not depend on the context. ``crossover``: the context
+    at which attention's FLOPs equal the matmuls'. ``sliding_window``: the preset's window,
+    past which the real model attends to fewer keys than this count assumes (or None).
+    """
+
+    preset: str
+    context: int
+    contexts: tuple[int, ...]
+    share: tuple[float, ...]
+    of_two_n: tuple[float, ...]
+    attention: int
+    matmuls: int
+    two_n: int
+    crossover: float
+    sliding_window: int | None
+
+    @property
+    def point_share(self) -> float:
+        """Attention's fraction of the step's FLOPs at the chosen context."""
+        return self.attention / (self.attention + self.matmuls)
+
+    def summary(self) -> str:
+        text = (
+            f"{self.preset}, token {self.context:,}: attention {self.attention / 1e9:.3g} GFLOP "
+            f"+ matmuls {self.matmuls / 1e9:.3g} GFLOP; attention is "
+            f"{self.point_share:.1%} of the step ({self.attention / self.two_n:.1%} of 2N). "
+            f"Attention equals the matmuls at {self.crossover:,.0f} tokens."
+        )
+        if self.sliding_window is not None and self.context > self.sliding_window:
+            text += (
+                f" Beyond its {self.sliding_window:,}-token sliding window this model attends "
+                "to fewer keys: the count is an upper bound."
+            )
+        return text
+
+
+def attention_share(
+    preset: str = "Qwen2.5-7B", context: int = 4096, contexts: tuple[int, ...] = CONTEXTS
+) -> AttentionShare:
+    """Attention's share of one decode step's FLOPs for ``preset``, at ``context`` and over
+    ``contexts`` (the chosen context is added to the curve if it is not on it)."""
+    cfg = models.get(preset)
+    positive_int(context, "context")
+    for value in contexts:
+        positive_int(value, "each of contexts")
+    curve = tuple(sorted(set(contexts) | {context}))
+    steps = [_decode_step(cfg, c) for c in curve]
+    attention, matmuls = _decode_step(cfg, context)
+    two_n = 2 * flops.param_count(cfg)
+    per_key = 4 * cfg.layers * cfg.n_q_heads * cfg.head_dim  # attention FLOPs per key
+    return AttentionShare(
+        preset=preset,
+        context=context,
+        contexts=curve,
+        share=tuple(a / (a + m) for a, m in steps),
+        of_two_n=tuple(a / two_n for a, _ in steps),
+        attention=attention,
+        matmuls=matmuls,
+        two_n=two_n,
+        crossover=matmuls / per_key,
+        sliding_window=cfg.sliding_window,
+    )
+
+
+def draw_attention_share(ax, data: AttentionShare):
+    """Draw ``data`` on the matplotlib Axes ``ax`` and return ``ax``."""
+    ax.plot(data.contexts, [100 * s for s in data.share], marker=".", label="attention")
+    # Where the curve crosses 50%, attention costs as much as every weight matmul together.
+    ax.axhline(50, color="grey", linewidth=0.8)
+    ax.axvline(
+        data.crossover,
+        color="grey",
+        linestyle="--",
+        linewidth=0.8,
+        label=f"attention = matmuls ({data.crossover:,.0f} tokens)",
+    )
+    if data.sliding_window is not None:
+        ax.axvline(
+            data.sliding_window,
+            color="C2",
+            linestyle=":",
+            label=f"sliding window ({data.sliding_window:,})",
+        )
+    ax.plot([data.context], [100 * data.point_share], "o", color="C3", markersize=9)
+    ax.annotate(
+        f"{data.point_share:.1%} at {data.context:,}",
+        (data.context, 100 * data.point_share),
+        textcoords="offset points",
+        xytext=(8, -14),
+        color="C3",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("context: keys the new token attends to")
+    ax.set_ylabel("attention's share of the step's FLOPs (%)")
+    ax.set_title(f"{data.preset}: one decode step")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def show_attention_share(preset: str = "Qwen2.5-7B", context: int = 4096) -> None:
+    """The sliders' callback: draw the figure and print the summary (returns nothing, so
+    ``interact`` shows no extra output)."""
+    import matplotlib.pyplot as plt
+
+    data = attention_share(preset, context)
+    _, ax = plt.subplots(figsize=(7, 4))
+    draw_attention_share(ax, data)
+    plt.show()
+    print(data.summary())
