@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 JOBS ?= $(shell nproc)
 
-.PHONY: env lab test lint release check-release outputs bench grade sandbox clean
+.PHONY: env lab test lint release check-release outputs bench grade system-packages clean
 
 env: $(STAMP)
 
@@ -24,12 +24,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# bubblewrap isolates graded submissions; installed from Debian's packages when we can.
-sandbox:
-	@command -v bwrap >/dev/null \
-	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	       && (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) ; } \
-	  || echo "note: bubblewrap not installed; sandboxed grading tests will fail"
+# Debian packages the tests need: bubblewrap isolates graded submissions; Chromium runs the
+# browser tests (Playwright drives it). Installed when we are root with apt, else reported.
+DEBIAN_PACKAGES := bwrap:bubblewrap chromium:chromium
+system-packages:
+	@for pair in $(DEBIAN_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && apt-get install -y -qq $${pair#*:}) >/dev/null \
+	      || echo "note: could not install $${pair#*:}"; \
+	  else echo "note: $${pair#*:} is not installed; the tests that need it will fail"; fi; \
+	done
 
 # Containers often run as root, which JupyterLab refuses without --allow-root.
 lab: env
@@ -50,14 +55,14 @@ check-release: release
 outputs: env
 	$(PY) -m grading outputs
 
-test: env sandbox lint check-release
+test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile tests
 	$(VENV)/bin/pytest --nbval solutions
 
 bench: env
 	$(PY) -m helpers.bench $(BENCH_ARGS)
 
-grade: env sandbox
+grade: env system-packages
 	$(PY) -m grading grade $(GRADE_ARGS)
 
 clean:
