@@ -1,0 +1,154 @@
+"""Round trips in a temporary course: grade, feedback, CSV, summary, rerun, resume.
+
+The fixture chapter (tests/grading/fixture.py) pins exact scores; every real chapter in
+solutions/ is covered too, as it lands."""
+
+from __future__ import annotations
+
+import csv
+import html.parser
+import io
+from pathlib import Path
+
+import pytest
+from conftest import (
+    SANDBOX,
+    demo_answers,
+    fill,
+    release_of,
+    solutions_of,
+    submit,
+    tree_digest,
+)
+from fixture import EXERCISES, MAX_AUTO, NAME
+
+from grading import build, course, grader, report
+
+CHAPTERS = build.chapters()
+
+
+@pytest.fixture(scope="module")
+def graded(demo, tmp_path_factory):
+    """One batch over the fixture chapter: perfect, blank, partial and a warning answer."""
+    course_dir = tmp_path_factory.mktemp("course")
+    release = release_of(demo["release"], NAME)
+    all_right = {a: "right" for a in EXERCISES}
+    partial = {"ch99_square": "right", "ch99_mean": "wrong", "ch99_double": "right"}
+    warning = ("import warnings\n\ndef square(n):\n    warnings.warn('slow path')\n"
+               "    return n * n")  # fmt: skip
+    submit(course_dir, "perfect", NAME, fill(release, demo_answers(all_right)))
+    submit(course_dir, "blank", NAME, release)
+    submit(course_dir, "partial", NAME, fill(release, demo_answers(partial)))
+    submit(course_dir, "warns", NAME,
+           fill(release, demo_answers(all_right) | {"ch99_square": warning}))  # fmt: skip
+    source_before = tree_digest(demo["source"])
+    results = grader.grade_batch(demo["assignment"], course_dir, use_sandbox=SANDBOX,
+                                 progress=False)  # fmt: skip
+    paths = report.write_reports(results, demo["assignment"], course_dir)
+    return {"dir": course_dir, "results": {r.student: r for r in results}, "paths": paths,
+            "source_before": source_before}  # fmt: skip
+
+
+def test_scores_are_exact(graded):
+    scores = {s: r.score for s, r in graded["results"].items()}
+    assert scores == {"perfect": MAX_AUTO, "blank": 0, "partial": 1 + 3, "warns": MAX_AUTO}
+    partial = {q.grade_id: q.status for q in graded["results"]["partial"].questions}
+    assert partial == {"ch99_square_test": "passed", "ch99_mean_test": "failed",
+                       "ch99_double_test": "passed", "ch99_written_why": "manual"}  # fmt: skip
+    assert graded["results"]["perfect"].flags == []
+
+
+def test_csv_has_each_question_and_the_total(graded):
+    rows = list(csv.DictReader(io.StringIO(graded["paths"]["csv"].read_text())))
+    by_student = {row["student"]: row for row in rows}
+    assert sorted(by_student) == ["blank", "partial", "perfect", "warns"]
+    assert by_student["partial"] == {
+        "student": "partial", "assignment": NAME, "ch99_square_test": "1",
+        "ch99_mean_test": "0", "ch99_double_test": "3", "ch99_written_why": "",
+        "auto_score": "4", "auto_max": "6", "written_max": "2", "flags": "",
+    }  # fmt: skip
+    assert by_student["perfect"]["auto_score"] == "6"
+    assert by_student["blank"]["auto_score"] == "0"
+
+
+def test_summary_names_the_questions_and_who_needs_attention(graded):
+    text = graded["paths"]["summary"].read_text()
+    for exercise in EXERCISES:
+        assert f"| {exercise}_test |" in text
+    attention = text.split("## Needs attention")[1]
+    assert "**blank**" in attention and "**perfect**" not in attention
+    assert graded["paths"]["plot"].read_bytes().startswith(b"\x89PNG")
+
+
+def hidden_lines(source_dir: Path, name: str) -> list[str]:
+    """Every line of every hidden test block in a chapter's source."""
+    lines = []
+    for exercise in course.load(name, source_dir).exercises:
+        visible = set(exercise.visible.splitlines())
+        lines += [line for line in exercise.full.splitlines()
+                  if line.strip() and line not in visible]  # fmt: skip
+    return lines
+
+
+def page_text(path: Path) -> str:
+    """The text a browser shows (syntax highlighting splits code into many tags)."""
+    parts: list[str] = []
+    parser = html.parser.HTMLParser()
+    parser.handle_data = parts.append
+    parser.feed(path.read_text(encoding="utf-8"))
+    return "".join(parts)
+
+
+def test_feedback_holds_no_hidden_test(graded, demo):
+    hidden = [line for line in hidden_lines(demo["source"], NAME) if "HIDDEN TESTS" not in line]
+    assert hidden, "the fixture must have hidden tests"
+    for student in graded["results"]:
+        page = page_text(graded["dir"] / "feedback" / student / NAME / f"{NAME}.html")
+        assert "HIDDEN TESTS" not in page
+        for line in hidden:
+            assert line.strip() not in page, (student, line)
+    partial = page_text(graded["dir"] / "feedback" / "partial" / NAME / f"{NAME}.html")
+    assert "return float(sum(xs)) / (len(xs) + 1)" in partial  # the student's own answer
+    assert "0 / 2: failed" in partial
+
+
+def test_rerun_is_idempotent_and_instructor_files_unchanged(graded, demo):
+    before = tree_digest(graded["dir"])
+    results = grader.grade_batch(demo["assignment"], graded["dir"], use_sandbox=SANDBOX,
+                                 progress=False)  # fmt: skip
+    report.write_reports(results, demo["assignment"], graded["dir"])
+    assert tree_digest(graded["dir"]) == before
+    assert tree_digest(demo["source"]) == graded["source_before"]
+
+
+def test_interrupted_batch_resumes(graded, demo):
+    grades = graded["dir"] / "grades" / NAME
+    kept = (grades / "perfect.json").stat().st_mtime_ns
+    (grades / "partial.json").unlink()  # as if the batch stopped before this student
+    results = grader.grade_batch(demo["assignment"], graded["dir"], use_sandbox=SANDBOX,
+                                 progress=False)  # fmt: skip
+    assert {r.student: r.score for r in results}["partial"] == 4
+    assert (grades / "partial.json").is_file()
+    assert (grades / "perfect.json").stat().st_mtime_ns == kept
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_round_trip(chapter, tmp_path):
+    """Every real chapter: the solutions pass every question and the release none (what
+    ``nbgrader validate`` and ``validate --invert`` check, exercise by exercise), and the
+    feedback shows no hidden test."""
+    assert course.source_notebook(chapter, build.RELEASE).is_file(), "run `make release`"
+    assignment = course.load(chapter, build.SOURCE)
+    release = release_of(build.RELEASE, chapter)
+    submit(tmp_path, "perfect", chapter, fill(release, solutions_of(build.SOURCE, chapter)))
+    submit(tmp_path, "blank", chapter, release)
+    results = {r.student: r for r in grader.grade_batch(
+        assignment, tmp_path, use_sandbox=SANDBOX, progress=False)}  # fmt: skip
+    assert results["perfect"].score == assignment.max_auto, results["perfect"].questions
+    assert not [q for q in results["blank"].questions if q.status == "passed"]
+    assert results["blank"].score == 0
+    report.write_reports(list(results.values()), assignment, tmp_path)
+    page = page_text(tmp_path / "feedback" / "perfect" / chapter / f"{chapter}.html")
+    assert "HIDDEN TESTS" not in page
+    for line in hidden_lines(build.SOURCE, chapter):
+        assert line.strip() not in page, line

@@ -1,0 +1,56 @@
+"""Plain nbgrader with the course config (grading/nbgrader_config.py): the source
+validates, the release fails every test, and stderr from an honest answer costs nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import fill, release_of, solutions_of
+from fixture import NAME
+
+from grading import build, course
+
+ROOT = build.ROOT
+# Real chapters take a minute each under nbgrader; the grader's round trip covers the same
+# ground per exercise (tests/grading/test_roundtrip.py). Opt in: GRADING_VALIDATE_CHAPTERS=1.
+CHAPTERS = build.chapters() if os.environ.get("GRADING_VALIDATE_CHAPTERS") else []
+
+
+def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedProcess:
+    """Plain ``nbgrader validate``, run from grading/ so it reads the course config."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
+    return subprocess.run(command + (["--invert"] if invert else []), cwd=ROOT / "grading",
+                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def test_fixture_validates_and_release_fails_every_test(demo):
+    source = nbgrader_validate(course.source_notebook(NAME, demo["source"]))
+    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout
+    release = nbgrader_validate(course.source_notebook(NAME, demo["release"]), invert=True)
+    assert "Success! The notebook does not pass any tests." in release.stdout, release.stdout
+
+
+def test_validate_passes_an_honest_answer_that_writes_to_stderr(demo, tmp_path):
+    warning = ("import sys, warnings\n\ndef square(n):\n    warnings.warn('slow path')\n"
+               "    print('note', file=sys.stderr)\n    return n * n")  # fmt: skip
+    answers = solutions_of(demo["source"], NAME) | {"ch99_square": warning}
+    path = tmp_path / f"{NAME}.ipynb"
+    nbformat.write(fill(release_of(demo["release"], NAME), answers), path)
+    result = nbgrader_validate(path)
+    assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_validates_and_release_fails_every_test(chapter):
+    assert course.source_notebook(chapter, build.RELEASE).is_file(), "run `make release`"
+    source = nbgrader_validate(course.source_notebook(chapter, build.SOURCE))
+    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout
+    release = nbgrader_validate(course.source_notebook(chapter, build.RELEASE), invert=True)
+    assert "Success! The notebook does not pass any tests." in release.stdout, release.stdout
