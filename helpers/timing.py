@@ -24,6 +24,7 @@ import math
 import os
 import re
 import subprocess
+import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -245,7 +246,7 @@ def time_callable(
     CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one),
     its ``adaptive_autorange``: blocks of calls sized so the clock's cost is negligible, at
     least 4 blocks and ``min_run_time`` seconds, more until IQR/median < ``threshold`` or
-    ``max_run_time``. Its clock synchronizes the accelerator before each reading.
+    ``max_run_time``; the clock synchronizes the device before each reading.
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
     call (events bracket the call only, so the flush is not timed).
     """
@@ -264,10 +265,15 @@ def time_callable(
         samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time)
         return Timing.from_samples(samples, device=device, threads=threads)
 
+    def synchronized_clock() -> float:
+        synchronize(device)  # older torch's Timer synchronizes CUDA only, not MPS
+        return timeit.default_timer()
+
     timer = Timer(
         stmt="fn(*next(inputs))",
         globals={"fn": fn, "inputs": inputs},
         num_threads=threads,
+        timer=synchronized_clock,
     )
     measurement = timer.adaptive_autorange(
         threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time

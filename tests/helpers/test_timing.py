@@ -113,7 +113,7 @@ def test_rotation_makes_distinct_buffers_exceeding_the_real_llc():
 
 def test_sleep_of_known_length_times_near_it():
     t = timing.time_callable(lambda: time.sleep(0.02), [()], min_run_time=0.1, max_run_time=0.5)
-    assert 0.02 <= t.median_s < 0.03
+    assert 0.02 <= t.median_s < 0.035
     assert t.min_s <= t.median_s <= t.max_s
     assert t.n >= 4 and t.iqr_s >= 0
 
