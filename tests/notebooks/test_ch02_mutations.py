@@ -1,0 +1,212 @@
+"""Chapter 2 (`02_bytes`): the hidden tests reject plausible wrong answers.
+
+Each mutant is a whole answer cell, a mistake a learner could make. It must run (no
+NameError or TypeError) and be rejected by the checkers of the *hidden* block alone, so
+hard-coding the visible answers cannot pass.
+"""
+
+import pytest
+from exercises import exercises, rejected, run
+
+CHAPTER = "02_bytes"
+
+WEIGHT_BYTES = {
+    "bits, not bytes": '''
+def weight_bytes(cfg, dtype):
+    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
+    return param_count(cfg) * bits
+''',
+    "int4 stored as a whole byte": '''
+def weight_bytes(cfg, dtype):
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 1}[dtype]
+    return param_count(cfg) * size
+''',
+    "half byte rounded down": '''
+def weight_bytes(cfg, dtype):
+    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
+    return param_count(cfg) * bits // 8
+''',
+    "float, not int": '''
+def weight_bytes(cfg, dtype):
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[dtype]
+    return param_count(cfg) * size
+''',
+    "fp8 taken for two bytes": '''
+def weight_bytes(cfg, dtype):
+    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 16, "int8": 8, "int4": 4}[dtype]
+    return (param_count(cfg) * bits + 7) // 8
+''',
+    "tied embeddings counted twice": '''
+def weight_bytes(cfg, dtype):
+    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
+    params = param_count(cfg) + (cfg.vocab * cfg.hidden if cfg.tied_embeddings else 0)
+    return (params * bits + 7) // 8
+''',
+    "visible answers hard-coded": '''
+def weight_bytes(cfg, dtype):
+    return 15_231_233_024 if dtype == "bf16" else 30_462_466_048
+''',
+}
+
+KV_BYTES_PER_TOKEN = {
+    "query heads for kv heads": '''
+def kv_bytes_per_token(cfg, dtype):
+    return int(2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+''',
+    "missing factor 2 for K and V": '''
+def kv_bytes_per_token(cfg, dtype):
+    return int(cfg.layers * cfg.n_kv_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+''',
+    "bits, not bytes": '''
+def kv_bytes_per_token(cfg, dtype):
+    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * memory.DTYPE_BITS[dtype]
+''',
+    "forgot the layers": '''
+def kv_bytes_per_token(cfg, dtype):
+    return int(2 * cfg.n_kv_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+''',
+    "head_dim taken as hidden / q heads": '''
+def kv_bytes_per_token(cfg, dtype):
+    head_dim = cfg.hidden // cfg.n_q_heads
+    return int(2 * cfg.layers * cfg.n_kv_heads * head_dim * memory.dtype_bytes(dtype))
+''',
+    "bf16 assumed whatever the dtype": '''
+def kv_bytes_per_token(cfg, dtype):
+    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2
+''',
+    "visible answers hard-coded": '''
+def kv_bytes_per_token(cfg, dtype):
+    return 57_344 if cfg.n_kv_heads == 4 else 131_072
+''',
+}
+
+KV_CACHE_BYTES = {
+    "sliding window ignored": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    return batch * tokens * memory.kv_bytes_per_token(cfg, dtype)
+''',
+    "window applied to the whole batch": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    total = batch * tokens
+    if cfg.sliding_window is not None:
+        total = min(total, cfg.sliding_window)
+    return total * memory.kv_bytes_per_token(cfg, dtype)
+''',
+    "batch forgotten": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    return kept * memory.kv_bytes_per_token(cfg, dtype)
+''',
+    "one token too many (the next one)": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    kept = tokens + 1
+    if cfg.sliding_window is not None:
+        kept = min(kept, cfg.sliding_window)
+    return batch * kept * memory.kv_bytes_per_token(cfg, dtype)
+''',
+    "query heads for kv heads": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    kappa = int(2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+    return batch * kept * kappa
+''',
+    "dtype ignored (bf16 always)": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    return batch * kept * memory.kv_bytes_per_token(cfg, "bf16")
+''',
+    "visible answers hard-coded": '''
+def kv_cache_bytes(cfg, tokens, batch, dtype):
+    return 6_710_886_400 if cfg.n_kv_heads == 40 else 8 * 1024 * 57_344
+''',
+}
+
+MAX_CONCURRENT_SEQUENCES = {
+    "weights not subtracted": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    return int(memory_bytes // memory.kv_cache_bytes(cfg, context, 1, dtype))
+''',
+    "rounded up": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    if free <= 0:
+        return 0
+    return math.ceil(free / memory.kv_cache_bytes(cfg, context, 1, dtype))
+''',
+    "rounded to nearest": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    if free <= 0:
+        return 0
+    return round(free / memory.kv_cache_bytes(cfg, context, 1, dtype))
+''',
+    "negative when the weights do not fit": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    return int(free // memory.kv_cache_bytes(cfg, context, 1, dtype))
+''',
+    "sliding window ignored": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    if free <= 0:
+        return 0
+    return int(free // (memory.kv_bytes_per_token(cfg, dtype) * context))
+''',
+    "bf16 weights whatever the dtype": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, "bf16")
+    if free <= 0:
+        return 0
+    return int(free // memory.kv_cache_bytes(cfg, context, 1, dtype))
+''',
+    "float, not int": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    if free <= 0:
+        return 0
+    return free // memory.kv_cache_bytes(cfg, context, 1, dtype)
+''',
+    "visible answers hard-coded": '''
+def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
+    return 2141 if context == 1024 else 59
+''',
+}
+
+MUTANTS = {
+    "ch02_weight_bytes": WEIGHT_BYTES,
+    "ch02_kv_bytes_per_token": KV_BYTES_PER_TOKEN,
+    "ch02_kv_cache_bytes": KV_CACHE_BYTES,
+    "ch02_max_concurrent_sequences": MAX_CONCURRENT_SEQUENCES,
+}
+CASES = [(name, label) for name, mutants in MUTANTS.items() for label in mutants]
+
+
+@pytest.fixture(scope="module")
+def chapter():
+    return exercises(CHAPTER)
+
+
+def test_every_exercise_has_at_least_three_mutants(chapter):
+    assert set(MUTANTS) == set(chapter)
+    for name, mutants in MUTANTS.items():
+        assert len(mutants) >= 3, name
+        assert any("hard-coded" in label for label in mutants), name
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_solution_is_not_rejected(chapter, name):
+    assert not rejected(chapter[name], chapter[name].answer, part="hidden")
+    assert not rejected(chapter[name], chapter[name].answer, part="all")
+
+
+@pytest.mark.parametrize("name, label", CASES, ids=[f"{n}-{label}" for n, label in CASES])
+def test_hidden_tests_reject_the_mutant(chapter, name, label):
+    # rejected() lets anything but AssertionError propagate, so a mutant that crashes
+    # (NameError, TypeError, KeyError) fails this test instead of counting as rejected.
+    assert rejected(chapter[name], MUTANTS[name][label], part="hidden")
+
+
+def test_hard_coded_answers_pass_the_visible_tests(chapter):
+    """They are worth catching only because they look right to the visible checks."""
+    for name, mutants in MUTANTS.items():
+        run(chapter[name], mutants["visible answers hard-coded"], part="visible")
