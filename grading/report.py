@@ -164,7 +164,9 @@ def feedback_notebook(
                       f"| {html.escape(VERDICT.get(q.status, q.status))} |")  # fmt: skip
     if result.flags:
         header += ["", "Notes:", *(f"- {html.escape(f)}" for f in result.flags)]
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(header)))
+    summary_cell = nbformat.v4.new_markdown_cell("\n".join(header))
+    summary_cell.id = "feedback-summary"  # fixed, so a rerun writes the same page
+    nb.cells.insert(0, summary_cell)
     return nb
 
 
