@@ -1,0 +1,124 @@
+"""Figures the chapters share: the roofline (chapter 3, `03_roofline`; reused by chapter 5
+and the benchmark).
+
+Plain numbers in (peak FLOP/s, bandwidth in B/s, intensities in FLOP/B), so the same call
+draws a datasheet roofline, a measured one, or several chips on one set of axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["RooflinePlot", "roof", "plot_roofline"]
+
+MARKERS = "osD^v<>ph*"
+# (dx, dy, alignment) of successive point labels: above right, below right, above left, ...
+LABEL_SPOTS = ((7, 5, "left"), (7, -14, "left"), (-7, 5, "right"), (-7, -14, "right"))
+
+
+@dataclass(frozen=True)
+class RooflinePlot:
+    """What ``plot_roofline`` drew, as data (for tests and for a table beside the figure).
+
+    ``intensities`` and ``roof_flops``: the roof's samples. ``points``: label → (intensity,
+    FLOP/s) where each point was placed. ``ceilings``: label → the extra horizontal lines.
+    """
+
+    peak_flops: float
+    bandwidth: float
+    ridge: float
+    intensities: tuple[float, ...]
+    roof_flops: tuple[float, ...]
+    points: dict[str, tuple[float, float]]
+    ceilings: dict[str, float]
+
+
+def roof(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """The roofline itself: attainable FLOP/s = min(peak, intensity · bandwidth)."""
+    return min(peak_flops, intensity * bandwidth)
+
+
+def _positive(value: float, name: str) -> float:
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return float(value)
+
+
+def _geomspace(low: float, high: float, count: int) -> list[float]:
+    ratio = (high / low) ** (1 / (count - 1))
+    return [low * ratio**i for i in range(count)]
+
+
+def plot_roofline(
+    ax,
+    peak_flops: float,
+    bandwidth: float,
+    points: Mapping[str, float | tuple[float, float]] | None = None,
+    label: str | None = None,
+    *,
+    ceilings: Mapping[str, float] | None = None,
+    intensity_range: Sequence[float] | None = None,
+    color: str | None = None,
+    annotate: bool = True,
+) -> RooflinePlot:
+    """Draw a roofline on ``ax`` (log-log) and put labelled points on it.
+
+    ``peak_flops`` in FLOP/s and ``bandwidth`` in B/s define the roof min(P, I·β) and the
+    ridge point P/β (a dotted vertical line). ``points``: label → intensity, placed *on* the
+    roof (its attainable FLOP/s), or label → (intensity, FLOP/s) for a measured point.
+    ``ceilings``: label → FLOP/s drawn as dashed horizontal lines under the roof (e.g. the
+    best measured matmul). ``label`` names this roof in the legend; call the function again
+    on the same axes to compare chips or datasheet against measurement. Returns what was drawn.
+    """
+    peak = _positive(peak_flops, "peak_flops")
+    beta = _positive(bandwidth, "bandwidth")
+    ridge = peak / beta
+    placed: dict[str, tuple[float, float]] = {}
+    for name, point in (points or {}).items():
+        intensity, flops = point if isinstance(point, (tuple, list)) else (point, None)
+        intensity = _positive(intensity, f"intensity of {name!r}")
+        flops = roof(intensity, peak, beta) if flops is None else _positive(flops, name)
+        placed[str(name)] = (intensity, flops)
+    extra = {str(name): _positive(value, name) for name, value in (ceilings or {}).items()}
+
+    if intensity_range is None:  # cover the ridge and every point, with a margin each side
+        spots = [ridge, *(i for i, _ in placed.values())]
+        low, high = min(spots) / 8, max(spots) * 8
+    else:
+        low, high = (_positive(v, "intensity_range") for v in intensity_range)
+        if not low < high:
+            raise ValueError(f"intensity_range must be increasing, got {intensity_range!r}")
+    xs = _geomspace(low, high, 256)
+    # The ridge itself is a sample, so the corner is drawn sharp.
+    xs = sorted({*xs, ridge}) if low < ridge < high else xs
+    ys = [roof(x, peak, beta) for x in xs]
+
+    (line,) = ax.plot(xs, ys, color=color, lw=2, label=label)
+    colour = line.get_color()
+    ax.axvline(ridge, color=colour, ls=":", lw=1)
+    if annotate:
+        # At the foot of the ridge line (x in data, y in axes units), clear of the points.
+        ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, 0.02), xytext=(4, 0),
+                    xycoords=ax.get_xaxis_transform(), textcoords="offset points",
+                    color=colour, fontsize=8)  # fmt: skip
+    for name, value in extra.items():
+        ax.axhline(value, color=colour, ls="--", lw=1, alpha=0.7)
+        if annotate:
+            ax.annotate(name, (high, value), xytext=(-4, -11), textcoords="offset points",
+                        color=colour, fontsize=8, ha="right")  # fmt: skip
+    for i, (name, (intensity, flops)) in enumerate(placed.items()):
+        ax.scatter([intensity], [flops], marker=MARKERS[i % len(MARKERS)], s=50, zorder=3,
+                   color=colour, edgecolor="black", linewidth=0.5)  # fmt: skip
+        if annotate:  # labels take turns round the point, so nearby points stay legible
+            dx, dy, align = LABEL_SPOTS[i % len(LABEL_SPOTS)]
+            ax.annotate(name, (intensity, flops), xytext=(dx, dy), textcoords="offset points",
+                        fontsize=9, ha=align)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/B)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.grid(True, which="major", alpha=0.3)
+    if label is not None:
+        ax.legend(loc="upper left", fontsize=8)
+    return RooflinePlot(peak, beta, ridge, tuple(xs), tuple(ys), placed, extra)

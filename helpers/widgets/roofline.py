@@ -1,0 +1,136 @@
+"""The roofline explorer (chapter 3, `03_roofline`): model, chip, prompt length, batch and
+dtype in; prefill and decode as points on the chip's roofline out.
+
+``roofline_points`` is the data (testable without a browser), ``table`` prints it, ``draw``
+puts it on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
+notebook's sliders call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helpers import hardware, models
+from helpers.flops import forward_flops
+from helpers.memory import forward_bytes
+from helpers.plots import plot_roofline
+from helpers.roofline import roofline_time
+
+__all__ = ["PhasePoint", "PHASES", "roofline_points", "table", "draw", "show"]
+
+PHASES = ("prefill", "decode step", "decode: weights", "decode: attention")
+INTENSITY_RANGE = (0.1, 1e5)  # fixed axes, so a slider moves the points, not the frame
+FLOPS_RANGE = (1e10, 1e16)
+
+
+@dataclass(frozen=True)
+class PhasePoint:
+    """One phase on the roofline: its FLOPs and bytes, intensity, and where the roof puts it."""
+
+    phase: str
+    flops: int
+    bytes_moved: int
+    intensity: float
+    attainable_flops: float
+    seconds: float
+    bound: str
+
+
+def _point(phase: str, flops: int, bytes_moved: int, hw, dtype: str) -> PhasePoint:
+    time = roofline_time(flops, bytes_moved, hw, dtype)
+    return PhasePoint(phase, flops, bytes_moved, flops / bytes_moved, flops / time.seconds,
+                      time.seconds, time.bound)  # fmt: skip
+
+
+def roofline_points(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    batch: int = 1,
+    dtype: str = "bf16",
+) -> dict[str, PhasePoint]:
+    """Prefill of ``batch`` prompts of ``prompt_tokens``, and the decode step right after it.
+
+    Prefill as a server runs it (causal attention, logits for the last token only; as
+    ``helpers.latency.prefill_time``). The decode step is shown whole and split into its two
+    parts that share no data (``helpers.roofline.decode_split``): the weight matmuls, whose
+    intensity grows with the batch, and attention over each sequence's own KV cache, whose
+    intensity does not. Bytes include activation traffic (``helpers.memory.forward_bytes``).
+    ValueError if the chip's datasheet gives no peak for ``dtype``.
+    """
+    cfg, hw = models.get(model), hardware.get(chip)
+    hw.peak(dtype)  # fail early, with the chip's own message, on a dtype it has no peak for
+    prefill_flops = forward_flops(cfg, prompt_tokens, batch=batch, attention="causal",
+                                  logits="last").total  # fmt: skip
+    prefill_bytes = sum(
+        forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last").values()
+    )
+    step_flops = forward_flops(cfg, 1, context=prompt_tokens, batch=batch, logits="last").by_op
+    step_bytes = forward_bytes(cfg, 1, context=prompt_tokens, batch=batch, dtype=dtype,
+                               logits="last")  # fmt: skip
+    attention_flops = step_flops["attn_scores"] + step_flops["attn_values"]
+    attention_bytes = step_bytes["attention"]
+    total_flops, total_bytes = sum(step_flops.values()), sum(step_bytes.values())
+    parts = (
+        ("prefill", prefill_flops, prefill_bytes),
+        ("decode step", total_flops, total_bytes),
+        ("decode: weights", total_flops - attention_flops, total_bytes - attention_bytes),
+        ("decode: attention", attention_flops, attention_bytes),
+    )
+    return {name: _point(name, f, b, hw, dtype) for name, f, b in parts}
+
+
+def table(points: dict[str, PhasePoint]) -> str:
+    """The points as a fixed-width text table."""
+    lines = [f"{'phase':<18}{'FLOP/B':>10}{'attainable TFLOP/s':>20}{'time (ms)':>12}  bound"]
+    for p in points.values():
+        lines.append(f"{p.phase:<18}{p.intensity:>10.1f}{p.attainable_flops / 1e12:>20.1f}"
+                     f"{p.seconds * 1e3:>12.3f}  {p.bound}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def draw(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    batch: int = 1,
+    dtype: str = "bf16",
+    ax=None,
+):
+    """The chip's datasheet roofline (and its best measured matmul, where known) with the
+    phases of ``roofline_points`` on it. Returns (figure, points)."""
+    import matplotlib.pyplot as plt
+
+    points = roofline_points(model, chip, prompt_tokens, batch, dtype)
+    hw = hardware.get(chip)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5)) if ax is None else (ax.figure, ax)
+    measured = {}
+    if hw.best_matmul_bf16 and dtype == "bf16":
+        measured["best measured bf16 matmul"] = hw.best_matmul_bf16
+    plot_roofline(ax, hw.peak(dtype), hw.bandwidth,
+                  points={p.phase: p.intensity for p in points.values()},
+                  label=f"{chip} datasheet, {dtype}", ceilings=measured,
+                  intensity_range=INTENSITY_RANGE)  # fmt: skip
+    ax.set_ylim(*FLOPS_RANGE)
+    ax.set_title(f"{model}: prompt {prompt_tokens} tokens, batch {batch}", fontsize=10)
+    return fig, points
+
+
+def show(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    batch: int = 1,
+    dtype: str = "bf16",
+) -> None:
+    """The sliders' callback: print the table, show the figure (or say why there is none)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        fig, points = draw(model, chip, prompt_tokens, batch, dtype)
+    except ValueError as error:  # e.g. fp8 on an A100: the datasheet has no such peak
+        print(error)
+        return
+    print(table(points))
+    plt.show()
+    plt.close(fig)
