@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from matplotlib.markers import MarkerStyle
+
 __all__ = ["RooflinePlot", "roof", "plot_roofline"]
 
 MARKERS = "osD^v<>ph*"
@@ -60,6 +62,7 @@ def plot_roofline(
     ceilings: Mapping[str, float] | None = None,
     intensity_range: Sequence[float] | None = None,
     color: str | None = None,
+    marker: str | None = None,
     annotate: bool = True,
 ) -> RooflinePlot:
     """Draw a roofline on ``ax`` (log-log) and put labelled points on it.
@@ -69,7 +72,9 @@ def plot_roofline(
     roof (its attainable FLOP/s), or label → (intensity, FLOP/s) for a measured point.
     ``ceilings``: label → FLOP/s drawn as dashed horizontal lines under the roof (e.g. the
     best measured matmul). ``label`` names this roof in the legend; call the function again
-    on the same axes to compare chips or datasheet against measurement. Returns what was drawn.
+    on the same axes to compare chips or datasheet against measurement. Points take turns
+    through ``MARKERS`` unless ``marker`` gives one for all (e.g. a sweep, ``annotate=False``).
+    Returns what was drawn.
     """
     peak = _positive(peak_flops, "peak_flops")
     beta = _positive(bandwidth, "bandwidth")
@@ -108,8 +113,10 @@ def plot_roofline(
             ax.annotate(name, (high, value), xytext=(-4, -11), textcoords="offset points",
                         color=colour, fontsize=8, ha="right")  # fmt: skip
     for i, (name, (intensity, flops)) in enumerate(placed.items()):
-        ax.scatter([intensity], [flops], marker=MARKERS[i % len(MARKERS)], s=50, zorder=3,
-                   color=colour, edgecolor="black", linewidth=0.5)  # fmt: skip
+        shape = marker or MARKERS[i % len(MARKERS)]
+        # A black rim on filled markers only: matplotlib warns about one on "x" or "+".
+        rim = {"edgecolor": "black", "linewidth": 0.5} if MarkerStyle(shape).is_filled() else {}
+        ax.scatter([intensity], [flops], marker=shape, s=50, zorder=3, color=colour, **rim)
         if annotate:  # labels take turns round the point, so nearby points stay legible
             dx, dy, align = LABEL_SPOTS[i % len(LABEL_SPOTS)]
             ax.annotate(name, (intensity, flops), xytext=(dx, dy), textcoords="offset points",

@@ -52,6 +52,14 @@ def test_measured_points_and_ceilings_are_kept_as_given(ax):
     assert ax.get_legend() is None  # no label, no legend
 
 
+def test_one_marker_for_a_sweep(ax):
+    sweep = {f"m={m}": (m / 2, m * 1e9) for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)}
+    plot_roofline(ax, 1e12, 1e11, points=sweep, marker="x", annotate=False)
+    assert len(ax.collections) == len(sweep)
+    first = ax.collections[0].get_paths()[0].vertices.tolist()
+    assert all(c.get_paths()[0].vertices.tolist() == first for c in ax.collections)
+
+
 def test_two_roofs_on_one_axes(ax):
     first = plot_roofline(ax, 989e12, 3.35e12, label="H100 SXM")
     second = plot_roofline(ax, 989e12, 4.8e12, label="H200 SXM")
