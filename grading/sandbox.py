@@ -206,6 +206,8 @@ def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> O
     if not stages:
         return Outcome("crash", f"the process exited early (status {code})")
     stage, error = stages[-1].get("stage"), str(stages[-1].get("error", ""))
+    if "[Errno 27]" in error:  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
+        return Outcome("limit", "output or file size limit")
     if stage == "pass":
         return Outcome("passed") if code == 0 else Outcome("crash", f"exit status {code}")
     if stage == "visible":

@@ -55,7 +55,7 @@ def meta(grade_id: str, *, grade=False, solution=False, locked=False, points=Non
     return {"nbgrader": info}
 
 
-def test_source(visible: str, hidden: str) -> str:
+def with_hidden_tests(visible: str, hidden: str) -> str:
     return f"{visible}\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS"
 
 
@@ -67,7 +67,7 @@ def source_notebook() -> nbformat.NotebookNode:
     for answer_id, (points, solution, _, visible, hidden) in EXERCISES.items():
         cells.append(new_code_cell(solution, metadata=meta(answer_id, solution=True)))
         cells.append(
-            new_code_cell(test_source(visible, hidden),
+            new_code_cell(with_hidden_tests(visible, hidden),
                           metadata=meta(f"{answer_id}_test", grade=True, locked=True,
                                         points=points))
         )  # fmt: skip

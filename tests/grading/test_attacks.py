@@ -1,0 +1,102 @@
+"""Hostile answers: each attack must score 0 (or be contained), decided by the parent from
+the runner's nonce and exit status, never from what the student's code prints.
+
+All attacks run as one submission (one sandbox, one forked child per question), against
+the fixture's ``square`` exercise, whose right answer is ``n * n``."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import needs_bwrap
+from fixture import EXERCISES, SETUP, with_hidden_tests
+
+from grading import sandbox
+
+_, _, _, VISIBLE, HIDDEN = EXERCISES["ch99_square"]
+WRONG = "def square(n):\n    return 0\n"
+ATTACKS = {
+    "honest": ("def square(n):\n    return n * n", "passed"),
+    "prints fake success": ("print('All tests passed! 1/1')\n" + WRONG, "failed"),
+    "exits cleanly early": ("import os\nprint('passed')\nos._exit(0)", "crash"),
+    "exits inside the call": ("import os\ndef square(n):\n    os._exit(0)", "crash"),
+    "sys.exit in the call": ("import sys\ndef square(n):\n    sys.exit(0)", "failed"),
+    "patches the checker": (
+        "import helpers.checks\nhelpers.checks.check_int = lambda *a, **k: None\n" + WRONG,
+        "failed",
+    ),
+    "shadows the checker": ("def check_int(*a, **k):\n    pass\n" + WRONG, "failed"),
+    "patches builtins": ("import builtins\nbuiltins.type = lambda x: int\n" + WRONG, "failed"),
+    "patches the checker when called": (
+        "import helpers.checks\ndef square(n):\n"
+        "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
+        "failed",
+    ),
+    "equals anything": (
+        "class Liar(int):\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = int.__hash__\ndef square(n):\n    return Liar(0)",
+        "failed",
+    ),
+    "forges the report": (
+        "import os, json\nfor fd in range(3, 64):\n    for q in range(8):\n"
+        "        try:\n            os.write(fd, (json.dumps({'q': q, 'stage': 'pass', "
+        "'nonce': 'x', 'exit': 0, 'timeout': False}) + '\\n').encode())\n"
+        "        except OSError:\n            pass\nos._exit(0)",
+        "crash",
+    ),
+    "hangs": ("while True:\n    pass", "timeout"),
+    "eats memory": ("hog = bytearray(16 << 30)", "limit"),
+    "floods output": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", "limit"),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, sandbox.Outcome]:
+    full = with_hidden_tests(VISIBLE, HIDDEN)
+    questions = [sandbox.Question(SETUP, answer, VISIBLE, full) for answer, _ in ATTACKS.values()]
+    limits = sandbox.Limits(wall_s=8, cpu_s=8, memory=2 << 30, output=4 << 20)
+    results = sandbox.run(questions, limits, sandbox=sandbox.bwrap_works())
+    return dict(zip(ATTACKS, results, strict=True))
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_attack_gets_no_points(outcomes, attack):
+    expected = ATTACKS[attack][1]
+    assert outcomes[attack].status == expected, outcomes[attack]
+    assert outcomes[attack].passed == (expected == "passed")
+
+
+# What the sandbox lets an answer see and do, probed by an instructor-side test cell.
+PROBES = {
+    "no solutions or course folders": (
+        "import os\nfrom grading import build\n", "assert False  # grading is not importable"
+    ),
+    "nothing of the repository but helpers": (
+        "import os, helpers\nroot = os.path.dirname(os.path.dirname(helpers.__file__))\n"
+        "seen = sorted(os.listdir(root))\n",
+        "assert 'solutions' not in seen and 'grading' not in seen and 'notebooks' not in seen, "
+        "seen",
+    ),
+    "no network": (
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "    reached = True\nexcept OSError:\n    reached = False\n",
+        "assert not reached",
+    ),
+    "read-only system": (
+        "try:\n    open('/usr/pwned', 'w')\n    wrote = True\nexcept OSError:\n"
+        "    wrote = False\n",
+        "assert not wrote",
+    ),
+    "other users' files hidden": (
+        "import os\n",
+        "assert os.listdir('/home') == ['student'] and not os.path.exists('/etc/shadow')",
+    ),
+}
+
+
+@needs_bwrap
+def test_sandbox_isolation():
+    questions = [sandbox.Question("", answer, test, test) for answer, test in PROBES.values()]
+    results = dict(zip(PROBES, sandbox.run(questions, sandbox.Limits(wall_s=20)), strict=True))
+    assert results["no solutions or course folders"].status == "error"  # ImportError
+    for probe in list(PROBES)[1:]:
+        assert results[probe].passed, (probe, results[probe])
