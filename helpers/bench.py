@@ -50,7 +50,7 @@ DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
 QUICK_CPU_SCALE = 8
 PREFILL_MIN_TOKENS = 1024
-BUSY_LOAD = 0.5
+BUSY_SHARE = 0.05
 LAYER_OPS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
@@ -314,13 +314,27 @@ def plot_roofline(points: Sequence[SweepPoint], ceilings: Ceilings, path: str) -
     plt.close(fig)
 
 
-def _cpu_load() -> float:
-    """The 1-minute load average (0 where the OS has none): on a machine with few cores,
-    any other busy process steals time from the benchmark's threads."""
+def _cpu_seconds() -> tuple[float, float, float] | None:
+    """(busy CPU-seconds of the whole machine, of this process, wall clock), or None where
+    /proc/stat is missing (not Linux)."""
     try:
-        return os.getloadavg()[0]
-    except OSError:
-        return 0.0
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
+    own = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system, own.elapsed
+
+
+def _others_share(start: tuple[float, float, float] | None) -> float | None:
+    """Fraction of the machine's CPU time that *other* processes used since ``start``: on a
+    machine with few cores, any of it steals time from the benchmark's threads."""
+    end = _cpu_seconds()
+    if start is None or end is None or end[2] <= start[2]:
+        return None
+    others = (end[0] - start[0]) - (end[1] - start[1])
+    return max(0.0, others / ((end[2] - start[2]) * (os.cpu_count() or 1)))
 
 
 def run(
@@ -344,19 +358,20 @@ def run(
         raise ValueError(f"scale must be at least 1, got {scale}")
     tokens = token_counts(max_tokens)
 
-    load_before = _cpu_load()
-    if load_before > BUSY_LOAD:
-        print(f"warning: the CPU is busy (1-minute load average {load_before:.1f}): other "
-              "processes compete for cores, and timings will be slower and noisier",
-              file=sys.stderr)  # fmt: skip
+    start = _cpu_seconds()
     ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
     scale = scale or choose_scale(cfg, dtypes, max_tokens, ceilings, quick)
     points = sweep(ceilings, cfg, dtypes, tokens, scale, quick, progress)
     summary = summarize(points, ceilings)
+    others = _others_share(start)
 
     print(format_table(points))
     print()
     print(format_summary(summary, ceilings))
+    if others is not None and others > BUSY_SHARE:
+        print(f"warning: other processes used {others:.0%} of the CPU during this run; they "
+              "compete with the benchmark's threads, so its timings are slow and noisy",
+              file=sys.stderr)  # fmt: skip
     results = {
         "device": device,
         "device_name": ceilings.device_name,
@@ -365,7 +380,7 @@ def run(
         "model": model,
         "scale": scale,
         "quick": quick,
-        "load_average": {"before": load_before, "after": _cpu_load()},
+        "other_processes_cpu_share": others,
         "dtypes": list(dtypes),
         "tokens": tokens,
         "shapes": [asdict(s) for s in layer_shapes(cfg, scale)],
