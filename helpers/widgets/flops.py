@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matplotlib.ticker import FuncFormatter
+
 from helpers import flops, models
 from helpers._validate import positive_int
 
@@ -107,6 +109,11 @@ def attention_share(
     )
 
 
+def _tokens(x: float, _position: int = 0) -> str:
+    """Tick label for a token count: 512, 2k, 128k."""
+    return f"{x / 1024:g}k" if x >= 1024 else f"{x:g}"
+
+
 def draw_attention_share(ax, data: AttentionShare):
     """Draw ``data`` on the matplotlib Axes ``ax`` and return ``ax``."""
     ax.plot(data.contexts, [100 * s for s in data.share], marker=".", label="attention")
@@ -135,6 +142,7 @@ def draw_attention_share(ax, data: AttentionShare):
         color="C3",
     )
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_ylim(0, 100)
     ax.set_xlabel("context: keys the new token attends to")
     ax.set_ylabel("attention's share of the step's FLOPs (%)")

@@ -71,6 +71,8 @@ def test_draw_on_given_axes():
     assert list(xs) == list(data.contexts)
     assert list(ys) == pytest.approx([100 * s for s in data.share])
     assert ax.get_xscale() == "log"
+    assert ax.xaxis.get_major_formatter()(2048, 0) == "2k"
+    assert ax.xaxis.get_major_formatter()(512, 0) == "512"
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert any("sliding window" in label for label in labels)
     plt.close(fig)
