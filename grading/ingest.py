@@ -64,8 +64,13 @@ def from_zip(
     with zf:
         for info in zf.infolist():
             name = info.filename
-            if info.is_dir() or name.startswith("__MACOSX/") or "/." in f"/{name}":
+            if info.is_dir():
                 continue
+            if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
+                notes.append(f"{name}: skipped (a path outside the archive)")
+                continue
+            if name.startswith("__MACOSX/") or "/." in f"/{name}":
+                continue  # the archiver's own files and hidden files
             if stat.S_ISLNK(info.external_attr >> 16):
                 notes.append(f"{name}: skipped (a link)")
                 continue
