@@ -75,15 +75,19 @@ def release(
 
 
 def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop what changes on every run but carries no meaning."""
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        cell.execution_count = None
+    """Drop what changes on every run but carries no meaning.
+
+    Execution counts become 1, 2, 3, … in cell order (nbval refuses a cell with outputs but
+    no count, and a top-to-bottom run numbers them so anyway); timing metadata and the
+    widget state (fresh model ids on every run) go.
+    """
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    for number, cell in enumerate(code_cells, start=1):
+        cell.execution_count = number
         cell.metadata.pop("execution", None)
         for output in cell.outputs:
             if "execution_count" in output:
-                output.execution_count = None
+                output.execution_count = number
     nb.metadata.pop("widgets", None)
     return nb
 
@@ -99,7 +103,7 @@ def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
-        store_widget_state=False,
+        store_widget_state=True,  # nbclient's Output-widget hook needs it; clean() drops it
     )
     client.execute()
     return clean(nb)
