@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
 import html
 import io
 from pathlib import Path
@@ -170,14 +171,19 @@ def feedback_notebook(
     return nb
 
 
+@functools.cache
+def _exporter():
+    """One exporter for the whole batch: loading its templates is the slow part."""
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter(template_name="classic", exclude_input_prompt=True,
+                        exclude_output_prompt=True)  # fmt: skip
+
+
 def feedback_html(
     result: StudentResult, assignment: Assignment, submission: nbformat.NotebookNode | None
 ) -> str:
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="classic", exclude_input_prompt=True,
-                            exclude_output_prompt=True)  # fmt: skip
-    body, _ = exporter.from_notebook_node(feedback_notebook(result, assignment, submission))
+    body, _ = _exporter().from_notebook_node(feedback_notebook(result, assignment, submission))
     return body
 
 
