@@ -127,8 +127,8 @@ def test_warmup_keeps_the_slow_first_calls_out():
 
     t = timing.time_callable(first_calls_slow, [()], warmup=3, min_run_time=0.05,
                              max_run_time=0.3)  # fmt: skip
-    assert t.max_s < 0.1
-    assert t.median_s == pytest.approx(0.005, abs=0.004)
+    assert t.max_s < 0.15  # no 0.2 s call was timed (margin for a busy machine)
+    assert 0.005 <= t.median_s < 0.05
 
 
 def test_every_input_set_is_used_and_all_threads_are_given():
