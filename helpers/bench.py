@@ -160,7 +160,7 @@ def measure_point(
     # F.linear(x, W) with W stored [out, in], as nn.Linear stores it: on a CPU the layout
     # picks the kernel, and x @ B with B stored [in, out] can be several times slower (or
     # faster) for a GEMV, so time the layout models actually use.
-    measured = timing.time_callable(F.linear, input_sets, device, warmup=2,
+    measured = timing.time_callable(F.linear, input_sets, device, warmup=1,
                                     min_run_time=0.05 if quick else 0.3,
                                     max_run_time=0.25 if quick else 2.0)  # fmt: skip
     predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
