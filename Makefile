@@ -57,7 +57,7 @@ outputs: env
 
 test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile tests
-	$(VENV)/bin/pytest --nbval solutions
+	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --nbval solutions
 
 bench: env
 	$(PY) -m helpers.bench $(BENCH_ARGS)
