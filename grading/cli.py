@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grading import course, grader, ingest, report, sandbox
+from grading import course, gradebook, grader, ingest, report, sandbox
 from grading.build import RELEASE
 
 
@@ -63,7 +63,13 @@ def grade_command(args: argparse.Namespace) -> int:
     results = grader.grade_batch(
         assignment, args.course, roster, args.jobs, limits(args), isolated
     )
-    paths = report.write_reports(results, assignment, args.course)
+    manual = {}
+    try:  # formgrader and `nbgrader export` for the written answers; grades stand without
+        gradebook.sync(results, assignment, args.course, args.source)
+        manual = gradebook.manual_scores(args.course, assignment)
+    except Exception as error:  # noqa: BLE001 - report and go on
+        print(f"warning: nbgrader gradebook not updated: {error}", file=sys.stderr)
+    paths = report.write_reports(results, assignment, args.course, manual, progress=True)
     flagged = [r for r in results if report.needs_attention(r, assignment)]
     print(f"{assignment.name}: {len(results)} students graded, {len(flagged)} need attention")
     for result in flagged:
@@ -71,6 +77,7 @@ def grade_command(args: argparse.Namespace) -> int:
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"feedback: {args.course / 'feedback'}/<student>/{assignment.name}/")
+    print(f"gradebook: {args.course / 'gradebook.db'} (written answers: formgrader)")
     return 0
 
 

@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 import nbformat
+from tqdm.auto import tqdm
 
 from grading.course import Assignment, meta
 from grading.grader import StudentResult, parse, write_atomically
@@ -36,21 +37,34 @@ def question_ids(assignment: Assignment) -> list[str]:
     return [e.test_id for e in assignment.exercises] + [w.grade_id for w in assignment.written]
 
 
-def grades_csv(results: list[StudentResult], assignment: Assignment) -> str:
-    """One row per student: each question's score (blank: graded by hand), the autograded
-    total and maximum, and the flags."""
+def grades_csv(
+    results: list[StudentResult],
+    assignment: Assignment,
+    manual: dict[tuple[str, str], float] | None = None,
+) -> str:
+    """One row per student: each question's score (a written answer's is blank until
+    graded by hand in formgrader: ``manual``), the totals and maxima, and the flags."""
     ids = question_ids(assignment)
+    manual = manual or {}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", "assignment", *ids, "auto_score", "auto_max", "written_max",
-                     "flags"])  # fmt: skip
+    writer.writerow(["student", "assignment", *ids, "auto_score", "auto_max", "written_score",
+                     "written_max", "total", "max", "flags"])  # fmt: skip
     for result in results:
         scores = {q.grade_id: q.score for q in result.questions}
+        written = {w.grade_id: manual.get((result.student, w.grade_id))
+                   for w in assignment.written}  # fmt: skip
+        scores.update({k: v for k, v in written.items() if v is not None})
+        graded = [v for v in written.values() if v is not None]
+        written_score = sum(graded) if graded else None
         writer.writerow(
             [result.student, assignment.name,
              *(number(scores.get(i)) for i in ids),
              number(result.score), number(assignment.max_auto),
-             number(assignment.max_written), "; ".join(result.flags)]
+             number(written_score), number(assignment.max_written),
+             number(result.score + (written_score or 0)),
+             number(assignment.max_auto + assignment.max_written),
+             "; ".join(result.flags)]
         )  # fmt: skip
     return out.getvalue()
 
@@ -132,11 +146,15 @@ def plot_distribution(results: list[StudentResult], assignment: Assignment, path
     plt.close(figure)
 
 
-def feedback_notebook(
-    result: StudentResult, assignment: Assignment, submission: nbformat.NotebookNode | None
+def graded_notebook(
+    result: StudentResult,
+    assignment: Assignment,
+    submission: nbformat.NotebookNode | None,
+    hidden: bool = False,
 ) -> nbformat.NotebookNode:
-    """The release notebook (no solutions, no hidden tests), with the student's answers put
-    in and each test cell's output replaced by the grader's verdict."""
+    """The release notebook (no solutions) with the student's answers put in and each test
+    cell's output replaced by the grader's verdict. Test cells show only their visible part
+    unless ``hidden`` (the instructor's copy for formgrader)."""
     nb = copy.deepcopy(assignment.release)
     answers: dict[str, str] = {}
     if submission is not None:
@@ -145,16 +163,27 @@ def feedback_notebook(
             if isinstance(grade_id, str) and meta(cell).get("solution"):
                 answers[grade_id] = cell.source  # the last one wins, as when grading
     by_id = {q.grade_id: q for q in result.questions}
+    full = {e.test_id: e.full for e in assignment.exercises}
     for cell in nb.cells:
         grade_id = meta(cell).get("grade_id")
         if grade_id in answers and meta(cell).get("solution"):
             cell.source = answers[grade_id]
+        if hidden and grade_id in full:
+            cell.source = full[grade_id]
         if cell.cell_type == "code" and grade_id in by_id:
             q = by_id[grade_id]
             text = f"{number(q.score)} / {number(q.points)}: {VERDICT.get(q.status, q.status)}"
             if q.detail and q.status != "hidden":
                 text += f"\n{q.detail}"
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
+    return nb
+
+
+def feedback_notebook(
+    result: StudentResult, assignment: Assignment, submission: nbformat.NotebookNode | None
+) -> nbformat.NotebookNode:
+    """What the student gets back: a score table, then :func:`graded_notebook`."""
+    nb = graded_notebook(result, assignment, submission)
     header = [f"# Feedback: {assignment.name}", "",
               f"Student: {result.student}. Autograded score: {number(result.score)} of "
               f"{number(assignment.max_auto)}; written answers "
@@ -188,7 +217,11 @@ def feedback_html(
 
 
 def write_reports(
-    results: list[StudentResult], assignment: Assignment, course: Path
+    results: list[StudentResult],
+    assignment: Assignment,
+    course: Path,
+    manual: dict[tuple[str, str], float] | None = None,
+    progress: bool = False,
 ) -> dict[str, Path]:
     """grades.csv, summary.md and summary.png under ``course/reports/<assignment>/``, and
     ``course/feedback/<student>/<assignment>/<assignment>.html`` for each student."""
@@ -196,9 +229,9 @@ def write_reports(
     plot = reports / "summary.png"
     plot_distribution(results, assignment, plot)
     written = {"csv": reports / "grades.csv", "summary": reports / "summary.md", "plot": plot}
-    write_atomically(written["csv"], grades_csv(results, assignment))
+    write_atomically(written["csv"], grades_csv(results, assignment, manual))
     write_atomically(written["summary"], summary(results, assignment, plot))
-    for result in results:
+    for result in tqdm(results, desc="feedback", unit="student", disable=not progress):
         submission = None
         if result.file:
             path = course / "submitted" / result.student / assignment.name / result.file

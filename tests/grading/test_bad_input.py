@@ -185,7 +185,7 @@ def test_cli_grades_a_zip_end_to_end(demo, tmp_path):
     assert "3 students graded, 2 need attention" in result.stdout
     assert "bob: corrupt notebook" in result.stdout and "carol: missing notebook" in result.stdout
     rows = (tmp_path / "course" / "reports" / NAME / "grades.csv").read_text().splitlines()
-    assert rows[1].startswith(f"alice,{NAME},1,2,3,,6,6,2,")
+    assert rows[1].startswith(f"alice,{NAME},1,2,3,,6,6,,2,6,8,")
 
 
 def test_cli_refuses_without_a_sandbox_unless_unsafe(demo, tmp_path):

@@ -22,7 +22,7 @@ from conftest import (
 )
 from fixture import EXERCISES, MAX_AUTO, NAME
 
-from grading import build, course, grader, report
+from grading import build, course, gradebook, grader, report
 
 CHAPTERS = build.chapters()
 
@@ -65,7 +65,8 @@ def test_csv_has_each_question_and_the_total(graded):
     assert by_student["partial"] == {
         "student": "partial", "assignment": NAME, "ch99_square_test": "1",
         "ch99_mean_test": "0", "ch99_double_test": "3", "ch99_written_why": "",
-        "auto_score": "4", "auto_max": "6", "written_max": "2", "flags": "",
+        "auto_score": "4", "auto_max": "6", "written_score": "", "written_max": "2",
+        "total": "4", "max": "8", "flags": "",
     }  # fmt: skip
     assert by_student["perfect"]["auto_score"] == "6"
     assert by_student["blank"]["auto_score"] == "0"
@@ -152,3 +153,27 @@ def test_chapter_round_trip(chapter, tmp_path):
     assert "HIDDEN TESTS" not in page
     for line in hidden_lines(build.SOURCE, chapter):
         assert line not in page, line
+
+
+def test_gradebook_for_formgrader_keeps_manual_scores(graded, demo):
+    """nbgrader's gradebook gets the autograded scores; a written answer graded by hand in
+    formgrader shows in our CSV and survives a rerun."""
+    from nbgrader.api import Gradebook
+
+    assignment, course_dir = demo["assignment"], graded["dir"]
+    results = list(graded["results"].values())
+    gradebook.sync(results, assignment, course_dir, demo["source"])
+    with Gradebook(gradebook.db_url(course_dir)) as gb:
+        submission = gb.find_submission(NAME, "partial")
+        assert submission.code_score == 4 and submission.needs_manual_grade
+        grade = gb.find_grade("ch99_written_why", NAME, NAME, "partial")
+        grade.manual_score = 1.5
+        gb.db.commit()
+    gradebook.sync(results, assignment, course_dir, demo["source"])  # a rerun
+    manual = gradebook.manual_scores(course_dir, assignment)
+    assert manual == {("partial", "ch99_written_why"): 1.5}
+    rows = {r["student"]: r for r in csv.DictReader(
+        io.StringIO(report.grades_csv(results, assignment, manual)))}  # fmt: skip
+    assert (rows["partial"]["ch99_written_why"], rows["partial"]["total"]) == ("1.5", "5.5")
+    autograded = course_dir / "autograded" / "partial" / NAME / f"{NAME}.ipynb"
+    assert "### BEGIN HIDDEN TESTS" in autograded.read_text()  # the instructor's copy

@@ -1,0 +1,106 @@
+"""nbgrader's gradebook, for the written answers: after a batch, the autograded scores go
+into ``course/gradebook.db`` and each student's notebook into
+``course/autograded/<student>/<assignment>/``, so the instructor grades the written answers
+in formgrader (``cd grading && jupyter lab``, or ``nbgrader formgrader``) and ``nbgrader
+export`` works. Manual scores given there flow back into our grades CSV.
+
+Only this (trusted) process writes the gradebook, through nbgrader's own API; student code
+never runs with it in view. Rerunning keeps every manual score.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy.exc import SAWarning
+
+from grading import build
+from grading.course import Assignment
+from grading.grader import StudentResult, parse, write_atomically
+
+
+def db_url(course: Path) -> str:
+    return f"sqlite:///{(course / 'gradebook.db').resolve()}"
+
+
+def register(assignment: Assignment, course: Path, source: Path) -> None:
+    """Record the assignment's cells and points in the gradebook, with nbgrader's own
+    ``generate_assignment`` (its release goes to a throwaway folder, not notebooks/)."""
+    course.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="register-") as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "nbgrader", "generate_assignment", assignment.name,
+             "--force", "--log-level=ERROR",
+             f"--CourseDirectory.root={course.resolve()}",
+             f"--CourseDirectory.source_directory={source.resolve()}",
+             f"--CourseDirectory.release_directory={tmp}",
+             f"--CourseDirectory.db_url={db_url(course)}"],
+            check=True, cwd=tmp, env=build.tool_environment(), capture_output=True,
+        )  # fmt: skip
+
+
+def sync(
+    results: list[StudentResult], assignment: Assignment, course: Path, source: Path
+) -> None:
+    """Write autograded notebooks and scores for formgrader; keep manual scores."""
+    from grading.report import graded_notebook
+
+    marker = course / f".registered-{assignment.name}"
+    if not (marker.is_file() and marker.read_text() == assignment.digest):
+        register(assignment, course, source)
+        write_atomically(marker, assignment.digest)
+    with warnings.catch_warnings(), Gradebook(db_url(course)) as gb:
+        # nbgrader's own update_or_create_submission trips SQLAlchemy's autoflush warnings
+        warnings.simplefilter("ignore", SAWarning)
+        for result in results:
+            submission = _submission(course, assignment, result)
+            nb = graded_notebook(result, assignment, submission, hidden=True)
+            target = course / "autograded" / result.student / assignment.name
+            write_atomically(target / assignment.notebook_name, nbformat.writes(nb))
+            gb.update_or_create_student(result.student)
+            gb.update_or_create_submission(assignment.name, result.student)
+            for question in result.questions:
+                grade = gb.find_grade(question.grade_id, assignment.name, assignment.name,
+                                      result.student)  # fmt: skip
+                if question.score is not None:
+                    grade.auto_score, grade.needs_manual_grade = question.score, False
+                else:
+                    grade.auto_score = None
+                    grade.needs_manual_grade = grade.manual_score is None
+            gb.db.commit()
+
+
+def manual_scores(course: Path, assignment: Assignment) -> dict[tuple[str, str], float]:
+    """(student, grade_id) → the score given by hand in formgrader, where there is one."""
+    if not (course / "gradebook.db").is_file():
+        return {}
+    scores = {}
+    with Gradebook(db_url(course)) as gb:
+        try:
+            submissions = gb.assignment_submissions(assignment.name)
+        except MissingEntry:
+            return {}
+        for submission in submissions:
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    if grade.manual_score is not None:
+                        scores[(submission.student.id, grade.name)] = grade.manual_score
+    return scores
+
+
+def _submission(
+    course: Path, assignment: Assignment, result: StudentResult
+) -> nbformat.NotebookNode | None:
+    if not result.file:
+        return None
+    path = course / "submitted" / result.student / assignment.name / result.file
+    try:
+        return parse(path.read_bytes())
+    except Exception:  # corrupt or gone: the release with no answers
+        return None
