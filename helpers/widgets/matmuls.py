@@ -1,0 +1,214 @@
+"""The sweep explorer (chapter 5, `05_matmuls`): a layer (q, k, v, o, gate, up, down) and a
+dtype in; that layer's measured sweep points and its place on the measured roofline out.
+
+A *sweep result* is a dict in the format ``python -m helpers.bench`` writes to its JSON file
+(``"ceilings"``: the measured ceilings as ``Ceilings.to_dict()``; ``"points"``: one dict per
+``SweepPoint``), so the same callback draws the reader's own sweep or a results file from
+another device. ``sweep_results`` builds one from a live sweep.
+
+``layer_points`` is the data (testable without a browser), ``table`` prints it, ``draw``
+puts it on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
+notebook's dropdowns call.
+
+The chapter's reference formulas (``predicted_time``, ``knee_tokens``, ``layer_time``,
+``prediction_error``, ``measured_knee``) live here for now: they are chapter 3's roofline
+applied to *measured* ceilings, and belong in ``helpers.roofline`` / ``helpers.bench``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import Any
+
+from helpers.flops import matmul_flops
+from helpers.hardware import HardwareSpec
+from helpers.memory import dtype_bytes, linear_bytes
+from helpers.plots import plot_roofline
+from helpers.roofline import gemm_intensity, roofline_time
+
+__all__ = [
+    "LAYERS",
+    "LayerPoint",
+    "predicted_time",
+    "knee_tokens",
+    "layer_time",
+    "prediction_error",
+    "sweep_results",
+    "layer_points",
+    "measured_knee",
+    "table",
+    "draw",
+    "show",
+]
+
+LAYERS = ("q", "k", "v", "o", "gate", "up", "down")
+MAX_KNEE_TOKENS = 1 << 40  # far beyond any real m: "never" for knee_tokens
+
+
+def _spec(peak: float, bandwidth: float, dtype: str) -> HardwareSpec:
+    """Two measured numbers as a ``HardwareSpec``, so chapter 3's functions apply."""
+    return HardwareSpec(name="measured", peak_flops={dtype: peak}, bandwidth=bandwidth,
+                        memory_bytes=1.0, source="given ceilings")  # fmt: skip
+
+
+def predicted_time(
+    m: int, k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
+) -> float:
+    """Roofline time of y[m×n] = x[m×k]·W: max(2mkn / peak, b(mk + kn + mn) / bandwidth)."""
+    flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
+    return roofline_time(flops, nbytes, _spec(peak, bandwidth, dtype), dtype).seconds
+
+
+def knee_tokens(
+    k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
+) -> int | None:
+    """Smallest m whose GEMM intensity 2mkn / (b(mk + kn + mn)) reaches the ridge
+    peak / bandwidth, or None if the shape's ceiling 2kn / (b(k + n)) stays below it."""
+    ridge = peak / bandwidth
+    b = dtype_bytes(dtype)
+    room = 2 * k * n - ridge * b * (k + n)  # I(m) ≥ ridge  ⟺  m·room ≥ ridge·b·kn
+    if room <= 0:
+        return None
+    m = max(1, math.ceil(ridge * b * k * n / room))
+    # Guard the float rounding of the closed form with the exact intensity either side.
+    while m > 1 and gemm_intensity(m - 1, k, n, dtype) >= ridge:
+        m -= 1
+    while gemm_intensity(m, k, n, dtype) < ridge and m < MAX_KNEE_TOKENS:
+        m += 1
+    return m
+
+
+def layer_time(
+    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
+    dtype: str = "bf16",
+) -> float:  # fmt: skip
+    """Roofline time of a layer's matmuls, run one after the other: the sum of each
+    (in_features, out_features) shape's ``predicted_time`` at m tokens."""
+    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
+
+
+def prediction_error(predicted: float, measured: float) -> float:
+    """Relative error of a prediction against a measurement: predicted / measured − 1
+    (negative: the roofline promised a faster run than the device delivered)."""
+    return predicted / measured - 1
+
+
+def sweep_results(ceilings: Any, points: Sequence[Any], **extra: Any) -> dict[str, Any]:
+    """A live sweep (``Ceilings`` and ``SweepPoint`` objects) in the results-file format."""
+    return {
+        **extra,
+        "device": ceilings.device,
+        "device_name": ceilings.device_name,
+        "ceilings": ceilings.to_dict(),
+        "points": [asdict(p) if is_dataclass(p) else dict(p) for p in points],
+    }
+
+
+@dataclass(frozen=True)
+class LayerPoint:
+    """One measured point of one layer: m tokens, its time, and where it sits."""
+
+    m: int
+    k: int
+    n: int
+    seconds: float
+    achieved_flops: float
+    intensity: float
+    predicted_s: float
+    bound: str
+
+
+def _ceilings(results: Mapping[str, Any], dtype: str) -> tuple[float, float]:
+    ceilings = results["ceilings"]
+    peaks = ceilings["matmul_flops"]
+    if dtype not in peaks:
+        raise ValueError(f"no {dtype!r} in this sweep; measured: {', '.join(peaks)}")
+    return float(peaks[dtype]), float(ceilings["bandwidth"])
+
+
+def layer_points(results: Mapping[str, Any], layer: str = "gate",
+                 dtype: str = "fp32") -> list[LayerPoint]:  # fmt: skip
+    """The sweep points of one layer in one dtype, by increasing m. A point's ``shape`` is
+    the label of the layers sharing it ("q,o"), so "o" finds the q projection's points."""
+    if layer not in LAYERS:
+        raise ValueError(f"unknown layer {layer!r}: one of {', '.join(LAYERS)}")
+    _ceilings(results, dtype)
+    rows = [
+        LayerPoint(p["m"], p["k"], p["n"], p["median_s"], p["achieved_flops"], p["intensity"],
+                   p["predicted_s"], p["bound"])  # fmt: skip
+        for p in results["points"]
+        if p["dtype"] == dtype and layer in p["shape"].split(",")
+    ]
+    return sorted(rows, key=lambda row: row.m)
+
+
+def measured_knee(rows: Sequence[LayerPoint]) -> float | None:
+    """Where the measured time curve's two asymptotes cross: the flat time at the smallest m
+    (decode-shaped: the weights' read) meets the line time ∝ m through the largest m
+    (prefill-shaped: compute). On an ideal roofline this is the predicted knee. None with
+    fewer than two points."""
+    if len(rows) < 2:
+        return None
+    first, last = min(rows, key=lambda r: r.m), max(rows, key=lambda r: r.m)
+    return first.seconds / (last.seconds / last.m)
+
+
+def table(rows: Sequence[LayerPoint]) -> str:
+    """The points as a fixed-width text table."""
+    lines = [f"{'m':>5}{'time (ms)':>12}{'GFLOP/s':>10}{'FLOP/B':>9}{'roofline (ms)':>15}"
+             f"{'error':>8}  bound"]  # fmt: skip
+    for r in rows:
+        lines.append(f"{r.m:>5}{r.seconds * 1e3:>12.4f}{r.achieved_flops / 1e9:>10.2f}"
+                     f"{r.intensity:>9.1f}{r.predicted_s * 1e3:>15.4f}"
+                     f"{prediction_error(r.predicted_s, r.seconds):>+8.0%}  {r.bound}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", axes=None):
+    """Left: the layer's measured points on the measured roofline. Right: measured time
+    against m beside the roofline time, with the predicted knee (``knee_tokens``) and the
+    measured one (``measured_knee``). Returns (figure, what plot_roofline drew, rows)."""
+    import matplotlib.pyplot as plt
+
+    rows = layer_points(results, layer, dtype)
+    if not rows:
+        raise ValueError(f"no {dtype} points for layer {layer!r} in this sweep")
+    peak, bandwidth = _ceilings(results, dtype)
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    left, right = axes
+    fig = left.figure
+    drawn = plot_roofline(left, peak, bandwidth,
+                          points={f"m={r.m}": (r.intensity, r.achieved_flops) for r in rows},
+                          label=f"measured roofline, {dtype}")  # fmt: skip
+    left.set_ylabel("achieved FLOP/s")
+    k, n = rows[0].k, rows[0].n
+    left.set_title(f"{layer}: [m×{k}]·[{k}×{n}], {dtype}", fontsize=10)
+
+    ms = [r.m for r in rows]
+    right.plot(ms, [r.seconds for r in rows], "o", label="measured (median)")
+    right.plot(ms, [r.predicted_s for r in rows], "-", label="roofline, measured ceilings")
+    predicted_knee = knee_tokens(k, n, peak, bandwidth, dtype)
+    if predicted_knee is not None:
+        right.axvline(predicted_knee, color="C1", ls=":",
+                      label=f"predicted knee m={predicted_knee}")  # fmt: skip
+    knee = measured_knee(rows)
+    if knee is not None:
+        right.axvline(knee, color="C0", ls="--", lw=1, label=f"measured knee m≈{knee:.3g}")
+    right.set(xscale="log", yscale="log", xlabel="tokens m", ylabel="seconds per matmul")
+    right.grid(True, which="major", alpha=0.3)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig, drawn, rows
+
+
+def show(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32") -> None:
+    """Print the layer's table and draw it (what the notebook's dropdowns call)."""
+    import matplotlib.pyplot as plt
+
+    rows = layer_points(results, layer, dtype)
+    print(table(rows))
+    draw(results, layer, dtype)
+    plt.show()

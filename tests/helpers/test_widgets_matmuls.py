@@ -1,0 +1,142 @@
+"""The chapter 5 sweep explorer and its reference formulas, without a browser."""
+
+import math
+
+import matplotlib
+import pytest
+
+from helpers.flops import matmul_flops
+from helpers.memory import linear_bytes
+from helpers.roofline import gemm_intensity
+from helpers.widgets import matmuls
+
+matplotlib.use("Agg")
+
+PEAK = {"fp32": 1e11, "bf16": 4e11}
+BANDWIDTH = 1e10
+SHAPES = {"q,o": (448, 448), "k,v": (448, 64), "gate,up": (448, 2368), "down": (2368, 448)}
+TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def _point(dtype, label, m, k, n, slowdown=1.0):
+    """A point measured on an ideal roofline device, ``slowdown`` times slower."""
+    predicted = matmuls.predicted_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
+    seconds = predicted * slowdown
+    flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
+    compute = flops / PEAK[dtype] >= nbytes / BANDWIDTH
+    return {"dtype": dtype, "shape": label, "count": len(label.split(",")), "m": m, "k": k,
+            "n": n, "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
+            "median_s": seconds, "achieved_flops": flops / seconds, "predicted_s": predicted,
+            "prediction_error": predicted / seconds - 1,
+            "bound": "compute" if compute else "memory"}
+
+
+@pytest.fixture
+def results():
+    points = [_point(d, label, m, k, n, slowdown=1.25)
+              for d in PEAK for label, (k, n) in SHAPES.items() for m in TOKENS]
+    return {"device": "cpu", "device_name": "synthetic",
+            "ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH}, "points": points}
+
+
+def test_predicted_time_is_the_slower_roof():
+    m, k, n = 64, 448, 2368
+    compute = 2 * m * k * n / PEAK["fp32"]
+    memory = 4 * (m * k + k * n + m * n) / BANDWIDTH
+    assert matmuls.predicted_time(m, k, n, PEAK["fp32"], BANDWIDTH, "fp32") == max(compute,
+                                                                                   memory)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16", "fp8"])
+@pytest.mark.parametrize(("k", "n"), [(448, 448), (3584, 18944), (3584, 512), (7, 5)])
+@pytest.mark.parametrize("ridge", [0.5, 10.0, 37.3, 295.2, 5000.0])
+def test_knee_tokens_is_the_first_m_at_the_ridge(dtype, k, n, ridge):
+    knee = matmuls.knee_tokens(k, n, ridge * BANDWIDTH, BANDWIDTH, dtype)
+    if knee is None:  # the shape's ceiling never reaches the ridge
+        assert gemm_intensity(10**9, k, n, dtype) < ridge
+        return
+    assert type(knee) is int and knee >= 1
+    assert gemm_intensity(knee, k, n, dtype) >= ridge * (1 - 1e-12)
+    if knee > 1:
+        assert gemm_intensity(knee - 1, k, n, dtype) < ridge
+
+
+def test_knee_tokens_small_m_is_ridge_times_bytes_over_two():
+    # m ≪ k, n: intensity ≈ 2m / b, so the knee ≈ ridge · b / 2.
+    knee = matmuls.knee_tokens(3584, 18944, 100 * BANDWIDTH, BANDWIDTH, "bf16")
+    assert 100 <= knee <= 110
+
+
+def test_layer_time_sums_every_matmul():
+    shapes = {"q": (3584, 3584), "k": (3584, 512), "v": (3584, 512)}
+    total = matmuls.layer_time(shapes, 7, 1e12, 1e11, "bf16")
+    parts = [matmuls.predicted_time(7, k, n, 1e12, 1e11, "bf16") for k, n in shapes.values()]
+    assert math.isclose(total, sum(parts))
+
+
+def test_prediction_error_sign():
+    assert matmuls.prediction_error(1.0, 2.0) == -0.5
+    assert matmuls.prediction_error(3.0, 2.0) == 0.5
+
+
+def test_layer_points_picks_the_shape_and_dtype(results):
+    rows = matmuls.layer_points(results, "o", "bf16")
+    assert [r.m for r in rows] == list(TOKENS)
+    assert {(r.k, r.n) for r in rows} == {SHAPES["q,o"]}
+    decode, prefill = rows[0], rows[-1]
+    assert decode.bound == "memory" and prefill.bound == "compute"
+    assert math.isclose(decode.seconds, 1.25 * decode.predicted_s)
+    assert matmuls.layer_points(results, "down", "fp32")[0].k == 2368
+
+
+def test_layer_points_rejects_unknown_layer_and_dtype(results):
+    with pytest.raises(ValueError, match="unknown layer"):
+        matmuls.layer_points(results, "lm_head", "fp32")
+    with pytest.raises(ValueError, match="fp16"):
+        matmuls.layer_points(results, "q", "fp16")
+
+
+def test_measured_knee_of_an_ideal_device_is_the_predicted_knee(results):
+    # Uniformly slower than the roofline: both asymptotes move together, the knee does not.
+    rows = matmuls.layer_points(results, "gate", "fp32")
+    predicted = matmuls.knee_tokens(448, 2368, PEAK["fp32"], BANDWIDTH, "fp32")
+    assert predicted == 22  # ridge · b / 2 = 20, pushed up by the activations
+    assert math.isclose(matmuls.measured_knee(rows), predicted, rel_tol=0.25)
+    assert matmuls.measured_knee(rows[:1]) is None
+
+
+def test_table_lists_every_point(results):
+    rows = matmuls.layer_points(results, "k", "fp32")
+    text = matmuls.table(rows)
+    assert len(text.splitlines()) == 1 + len(TOKENS)
+    assert "-20%" in text  # 1.25× slower than predicted: predicted / measured − 1
+
+
+def test_draw_puts_the_points_on_the_measured_roofline(results):
+    import matplotlib.pyplot as plt
+
+    fig, drawn, rows = matmuls.draw(results, "up", "bf16")
+    assert drawn.peak_flops == PEAK["bf16"] and drawn.bandwidth == BANDWIDTH
+    assert drawn.ridge == PEAK["bf16"] / BANDWIDTH
+    assert list(drawn.points) == [f"m={m}" for m in TOKENS]
+    assert drawn.points["m=1"] == (rows[0].intensity, rows[0].achieved_flops)
+    assert len(fig.axes) == 2
+    plt.close(fig)
+
+
+def test_sweep_results_round_trips_dataclasses():
+    from helpers.bench import SweepPoint
+
+    class FakeCeilings:
+        device, device_name = "cpu", "x"
+
+        def to_dict(self):
+            return {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10}
+
+    p = _point("fp32", "down", 4, 2368, 448)
+    point = SweepPoint(**{**{f: 0 for f in SweepPoint.__dataclass_fields__}, **p,
+                          "iqr_s": 0.0, "min_s": 0.0, "max_s": 0.0, "samples": 5,
+                          "achieved_bandwidth": 1.0})  # fmt: skip
+    results = matmuls.sweep_results(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
+    assert results["scale"] == 8 and results["points"][0]["m"] == 4
+    assert matmuls.layer_points(results, "down", "fp32")[0].m == 4
