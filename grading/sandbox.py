@@ -46,7 +46,7 @@ class Limits:
     cpu_s: int = 60
     memory: int = 4 << 30  # address space per question, bytes
     output: int = 16 << 20  # largest file (stdout, scratch files), bytes
-    disk: int = 64 << 20  # the private home (tmpfs), bytes
+    disk: int = 64 << 20  # the private home and /tmp (each a tmpfs), bytes
     processes: int = 2048  # tasks of the grading user (not enforced for root)
 
 
@@ -97,7 +97,8 @@ def _bwrap(report_fd: int, limits: Limits) -> list[str]:
         args += ["--ro-bind-try", path, path]
     for path in sorted(python_dirs | package_dirs):
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.disk), "--tmpfs", "/tmp",
              "--size", str(limits.disk), "--tmpfs", HOME, "--chdir", HOME,
              "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]  # fmt: skip
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]

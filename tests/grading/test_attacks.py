@@ -31,6 +31,12 @@ ATTACKS = {
         "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
         "failed",
     ),
+    "patches the checker the test imports": (
+        "import helpers.checks\ndef square(n):\n"
+        "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
+        "tampered",
+        "from helpers.checks import check_int\nsquare(1)\nfrom helpers.checks import check_int\n",
+    ),
     "equals anything": (
         "class Liar(int):\n    def __eq__(self, other):\n        return True\n"
         "    __hash__ = int.__hash__\ndef square(n):\n    return Liar(0)",
@@ -43,7 +49,7 @@ ATTACKS = {
         "        except OSError:\n            pass\nos._exit(0)",
         "crash",
     ),
-    "hangs": ("while True:\n    pass", "timeout"),
+    "hangs": ("import time\ntime.sleep(3600)", "timeout"),
     "eats memory": ("hog = bytearray(16 << 30)", "limit"),
     "floods output": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", "limit"),
 }
@@ -51,8 +57,12 @@ ATTACKS = {
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, sandbox.Outcome]:
-    full = with_hidden_tests(VISIBLE, HIDDEN)
-    questions = [sandbox.Question(SETUP, answer, VISIBLE, full) for answer, _ in ATTACKS.values()]
+    questions = []
+    for answer, _, *prefix in ATTACKS.values():
+        visible = "".join(prefix) + VISIBLE  # some attacks need a test that imports itself
+        questions.append(
+            sandbox.Question(SETUP, answer, visible, with_hidden_tests(visible, HIDDEN))
+        )
     limits = sandbox.Limits(wall_s=8, cpu_s=8, memory=2 << 30, output=4 << 20)
     results = sandbox.run(questions, limits, sandbox=sandbox.bwrap_works())
     return dict(zip(ATTACKS, results, strict=True))
