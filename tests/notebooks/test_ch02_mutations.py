@@ -172,11 +172,50 @@ def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
 ''',
 }
 
+DECODE_READ_TIME = {
+    "KV cache forgotten": '''
+def decode_read_time(cfg, hw, context, dtype):
+    return memory.weight_bytes(cfg, dtype) / hw.bandwidth
+''',
+    "compute time instead (2N / peak FLOP/s)": '''
+def decode_read_time(cfg, hw, context, dtype):
+    return 2 * param_count(cfg) / hw.peak("bf16")
+''',
+    "bits, not bytes": '''
+def decode_read_time(cfg, hw, context, dtype):
+    bits = memory.DTYPE_BITS[dtype]
+    kv = 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * context
+    return (param_count(cfg) + kv) * bits / hw.bandwidth
+''',
+    "sliding window ignored": '''
+def decode_read_time(cfg, hw, context, dtype):
+    kv = memory.kv_bytes_per_token(cfg, dtype) * context
+    return (memory.weight_bytes(cfg, dtype) + kv) / hw.bandwidth
+''',
+    "milliseconds, not seconds": '''
+def decode_read_time(cfg, hw, context, dtype):
+    bytes_read = memory.weight_bytes(cfg, dtype) + memory.kv_cache_bytes(cfg, context, 1, dtype)
+    return bytes_read / hw.bandwidth * 1e3
+''',
+    "bf16 assumed whatever the dtype": '''
+def decode_read_time(cfg, hw, context, dtype):
+    bytes_read = memory.weight_bytes(cfg, "bf16") + memory.kv_cache_bytes(cfg, context, 1, "bf16")
+    return bytes_read / hw.bandwidth
+''',
+    "visible answers hard-coded": '''
+def decode_read_time(cfg, hw, context, dtype):
+    if context == 1024:
+        return (15_231_233_024 + 1024 * 57_344) / 3.35e12
+    return (16_060_522_496 + 8192 * 131_072) / 4.8e12
+''',
+}
+
 MUTANTS = {
     "ch02_weight_bytes": WEIGHT_BYTES,
     "ch02_kv_bytes_per_token": KV_BYTES_PER_TOKEN,
     "ch02_kv_cache_bytes": KV_CACHE_BYTES,
     "ch02_max_concurrent_sequences": MAX_CONCURRENT_SEQUENCES,
+    "ch02_decode_read_time": DECODE_READ_TIME,
 }
 CASES = [(name, label) for name, mutants in MUTANTS.items() for label in mutants]
 
