@@ -6,11 +6,14 @@ m = 1, 2, 4, …, 4096 tokens. For each point: time, FLOPs (2mkn), bytes (b·(mk
 intensity, achieved FLOP/s and B/s, the roofline prediction from the *measured* ceilings,
 and which roof bounds it. Prints a table and writes a JSON results file and a roofline PNG.
 
-Sizes. Every dimension of the preset is divided by ``scale`` (a power of two): 1 unless the
-device lacks memory for the largest weight's rotated copies and activations (a quarter of
-its memory is the budget), and in ``--quick`` mode on a CPU a further 8, so the sweep's
-largest GEMM is 64× cheaper (a 2-core CPU does ~1e11 FLOP/s; a full-size 4096-token
-gate projection would take seconds per call). ``--scale`` overrides the choice.
+Sizes. At each m, every dimension of the preset is divided by a power of two, ``scale``:
+1 unless the device lacks memory for the largest weight's rotated copies and activations (a
+quarter of its memory is the budget). In ``--quick`` mode on a CPU, the scale also grows
+until the layer's largest GEMM costs at most ``QUICK_CPU_GEMM_FLOPS`` (a 2-core CPU does
+~1e11 FLOP/s; a full-size 4096-token gate projection is 5.6e11 FLOPs). So decode-shaped
+points (small m, where weight reads dominate and the cost is low) keep the real sizes, and
+only the prefill end shrinks: the table and JSON give each point's k and n. ``--scale``
+fixes one scale for every m.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ __all__ = [
     "SweepPoint",
     "layer_shapes",
     "token_counts",
-    "choose_scale",
+    "choose_scales",
     "measure_point",
     "sweep",
     "summarize",
@@ -48,7 +51,7 @@ __all__ = [
 DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
-QUICK_CPU_SCALE = 8
+QUICK_CPU_GEMM_FLOPS = 1e10
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
 LAYER_OPS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -79,6 +82,7 @@ class SweepPoint:
     dtype: str
     shape: str
     count: int
+    scale: int
     m: int
     k: int
     n: int
@@ -120,21 +124,32 @@ def _memory_needed(shape: LinearShape, m: int, dtype: str, cache_bytes: int) -> 
     return 2 * cache_bytes + 2 * linear_bytes(m, shape.k, shape.n, dtype)
 
 
-def choose_scale(
-    cfg: ModelConfig, dtypes: Sequence[str], max_tokens: int, ceilings: Ceilings, quick: bool
-) -> int:
-    """Smallest power-of-two divisor whose shapes fit in a quarter of the device's memory,
-    times ``QUICK_CPU_SCALE`` in quick mode on a CPU (see the module docstring)."""
-    scale = 1
-    while scale < min(cfg.hidden, cfg.intermediate):
-        need = max(_memory_needed(s, max_tokens, d, ceilings.cache_bytes)
-                   for s in layer_shapes(cfg, scale) for d in dtypes)  # fmt: skip
-        if need <= ceilings.memory_bytes // 4:
-            break
-        scale *= 2
-    if quick and ceilings.device.startswith("cpu"):
-        scale *= QUICK_CPU_SCALE
-    return scale
+def choose_scales(
+    cfg: ModelConfig,
+    dtypes: Sequence[str],
+    tokens: Sequence[int],
+    ceilings: Ceilings,
+    quick: bool,
+) -> dict[int, int]:
+    """For each m, the smallest power-of-two divisor whose shapes fit in a quarter of the
+    device's memory and, in quick mode on a CPU, keep the largest GEMM within
+    ``QUICK_CPU_GEMM_FLOPS`` (see the module docstring)."""
+    quick_cpu = quick and ceilings.device.startswith("cpu")
+    scales = {}
+    for m in tokens:
+        scale = 1
+        while scale < min(cfg.hidden, cfg.intermediate):
+            shapes = layer_shapes(cfg, scale)
+            need = max(_memory_needed(s, m, d, ceilings.cache_bytes)
+                       for s in shapes for d in dtypes)  # fmt: skip
+            flops = max(matmul_flops(m, s.k, s.n) for s in shapes)
+            if need <= ceilings.memory_bytes // 4 and not (
+                quick_cpu and flops > QUICK_CPU_GEMM_FLOPS
+            ):
+                break
+            scale *= 2
+        scales[m] = scale
+    return scales
 
 
 def measure_point(
@@ -144,6 +159,7 @@ def measure_point(
     weights: Sequence[Any],
     ceilings: Ceilings,
     quick: bool = True,
+    scale: int = 1,
 ) -> SweepPoint:
     """Time y = F.linear(x, W) for random x[m×k], rotating over ``weights`` (chapter 5)."""
     import torch.nn.functional as F
@@ -165,7 +181,8 @@ def measure_point(
                                     max_run_time=0.25 if quick else 2.0)  # fmt: skip
     predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
     return SweepPoint(
-        dtype=dtype, shape=shape.label, count=shape.count, m=m, k=shape.k, n=shape.n,
+        dtype=dtype, shape=shape.label, count=shape.count, scale=scale, m=m, k=shape.k,
+        n=shape.n,
         flops=flops, bytes=nbytes, intensity=flops / nbytes,
         median_s=measured.median_s, iqr_s=measured.iqr_s,
         min_s=measured.min_s, max_s=measured.max_s, samples=measured.n,
@@ -181,33 +198,37 @@ def sweep(
     ceilings: Ceilings,
     cfg: ModelConfig,
     dtypes: Sequence[str],
-    tokens: Sequence[int],
-    scale: int,
+    scales: dict[int, int],
     quick: bool = True,
     progress: bool = True,
 ) -> list[SweepPoint]:
-    """Measure every (dtype, shape, m): the weights' rotated copies are made once per shape
-    (enough to exceed the cache at m = 1, the most cache-sensitive point) and reused."""
+    """Measure every (dtype, shape, m), m and its scale taken from ``scales``. A shape's
+    rotated weight copies are made once per scale (enough to exceed the cache at m = 1, the
+    most cache-sensitive point) and reused for every m at that scale."""
     from tqdm.auto import tqdm
 
-    shapes = layer_shapes(cfg, scale)
     points: list[SweepPoint] = []
-    with tqdm(total=len(dtypes) * len(shapes) * len(tokens), desc="sweep",
-              disable=not progress) as bar:  # fmt: skip
+    total = len(dtypes) * sum(len(layer_shapes(cfg, s)) for s in scales.values())
+    with tqdm(total=total, desc="sweep", disable=not progress) as bar:
         for dtype in dtypes:
             torch_dtype = ceilings_mod.torch_dtype(dtype)
-            for shape in shapes:
-                copies = timing.copies_to_exceed_cache(
-                    linear_bytes(1, shape.k, shape.n, dtype), ceilings.cache_bytes
-                )
-                weights = [timing.random_tensor((shape.n, shape.k), torch_dtype, ceilings.device)
-                           for _ in range(copies)]  # fmt: skip
-                for m in tokens:
-                    bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
-                    points.append(measure_point(shape, m, dtype, weights, ceilings, quick))
-                    bar.update()
-                del weights
-    return points
+            for scale in sorted(set(scales.values())):
+                for shape in layer_shapes(cfg, scale):
+                    copies = timing.copies_to_exceed_cache(
+                        linear_bytes(1, shape.k, shape.n, dtype), ceilings.cache_bytes
+                    )
+                    weights = [timing.random_tensor((shape.n, shape.k), torch_dtype,
+                                                    ceilings.device)
+                               for _ in range(copies)]  # fmt: skip
+                    for m in (m for m, s in scales.items() if s == scale):
+                        bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
+                        points.append(
+                            measure_point(shape, m, dtype, weights, ceilings, quick, scale)
+                        )
+                        bar.update()
+                    del weights
+    order = {name: i for i, name in enumerate(s.label for s in layer_shapes(cfg))}
+    return sorted(points, key=lambda p: (dtypes.index(p.dtype), order[p.shape], p.m))
 
 
 def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, float]:
@@ -360,8 +381,9 @@ def run(
 
     start = _cpu_seconds()
     ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
-    scale = scale or choose_scale(cfg, dtypes, max_tokens, ceilings, quick)
-    points = sweep(ceilings, cfg, dtypes, tokens, scale, quick, progress)
+    scales = ({m: scale for m in tokens} if scale
+              else choose_scales(cfg, dtypes, tokens, ceilings, quick))  # fmt: skip
+    points = sweep(ceilings, cfg, dtypes, scales, quick, progress)
     summary = summarize(points, ceilings)
     others = _others_share(start)
 
@@ -378,12 +400,12 @@ def run(
         "torch_version": ceilings.torch_version,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "model": model,
-        "scale": scale,
+        "scales": {str(m): s for m, s in scales.items()},
         "quick": quick,
         "other_processes_cpu_share": others,
         "dtypes": list(dtypes),
         "tokens": tokens,
-        "shapes": [asdict(s) for s in layer_shapes(cfg, scale)],
+        "shapes": [asdict(s) for s in layer_shapes(cfg)],
         "ceilings": ceilings.to_dict(),
         "summary": summary,
         "points": [asdict(p) for p in points],
@@ -417,10 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="fp32, bf16 or fp16; repeat or comma-separate (default fp32,bf16)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"preset (default {DEFAULT_MODEL})")
     parser.add_argument("--quick", action="store_true",
-                        help="short timings, smaller ceilings GEMMs, CPU shapes scaled by 1/8")
+                        help="short timings and ceiling GEMMs; on a CPU, prefill-sized "
+                        "GEMMs scaled down")
     parser.add_argument("--out", default="bench-results", help="folder for the JSON and PNG")
     parser.add_argument("--scale", type=int, default=None,
-                        help="divide every layer dimension by this (default: automatic)")
+                        help="divide every layer dimension by this at every m "
+                        "(default: automatic)")
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
                         help=f"largest m of the sweep (default {MAX_TOKENS})")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -46,12 +46,23 @@ def test_token_counts():
         bench.token_counts(0)
 
 
-def test_choose_scale_fits_memory_and_shrinks_quick_cpu_runs():
+def test_scales_keep_full_sizes_unless_memory_or_a_quick_cpu_run_needs_less():
     cfg = models.get("Qwen2.5-7B")
-    assert bench.choose_scale(cfg, ["fp32"], 4096, FAKE, quick=False) == 1
-    assert bench.choose_scale(cfg, ["fp32"], 4096, FAKE, quick=True) == bench.QUICK_CPU_SCALE
+    tokens = bench.token_counts()
+    assert set(bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=False).values()) == {1}
+
+    quick = bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=True)
+    assert quick[1] == 1  # decode-shaped GEMMs keep the real sizes
+    assert list(quick.values()) == sorted(quick.values())  # only the prefill end shrinks
+    for m, scale in quick.items():
+        largest = max(bench.matmul_flops(m, s.k, s.n) for s in bench.layer_shapes(cfg, scale))
+        assert largest <= bench.QUICK_CPU_GEMM_FLOPS
+        if scale > 1:  # the smallest scale that fits the budget
+            bigger = bench.layer_shapes(cfg, scale // 2)
+            assert max(bench.matmul_flops(m, s.k, s.n) for s in bigger) > bench.QUICK_CPU_GEMM_FLOPS
+
     small = replace(FAKE, memory_bytes=2**30)  # 256 MiB budget: full-size gate does not fit
-    scale = bench.choose_scale(cfg, ["fp32"], 4096, small, quick=False)
+    scale = bench.choose_scales(cfg, ["fp32"], [4096], small, quick=False)[4096]
     assert scale > 1 and scale & (scale - 1) == 0
     biggest = max(bench.layer_shapes(cfg, scale), key=lambda s: s.k * s.n)
     assert bench._memory_needed(biggest, 4096, "fp32", small.cache_bytes) <= 2**30 // 4
@@ -82,8 +93,8 @@ def test_bound_follows_the_measured_ridge():
 
 
 def _point(dtype, m, count, flops, nbytes, median_s, predicted_s):
-    return bench.SweepPoint(dtype=dtype, shape="s", count=count, m=m, k=1, n=1, flops=flops,
-                            bytes=nbytes, intensity=flops / nbytes, median_s=median_s,
+    return bench.SweepPoint(dtype=dtype, shape="s", count=count, scale=1, m=m, k=1, n=1,
+                            flops=flops, bytes=nbytes, intensity=flops / nbytes, median_s=median_s,
                             iqr_s=0.0, min_s=median_s, max_s=median_s, samples=4,
                             achieved_flops=flops / median_s,
                             achieved_bandwidth=nbytes / median_s, predicted_s=predicted_s,
@@ -142,10 +153,10 @@ def test_cli_end_to_end_writes_json_and_png(tmp_path):
     data = json.loads((tmp_path / "bench_cpu.json").read_text())
     assert data["ceilings"]["label"] == "measured"
     assert data["device"] == "cpu" and data["torch_version"] == torch.__version__
-    assert data["scale"] == 64 and data["tokens"] == [1, 2, 4]
+    assert data["scales"] == {"1": 64, "2": 64, "4": 64} and data["tokens"] == [1, 2, 4]
     assert len(data["points"]) == 4 * 3  # 4 distinct shapes × 3 token counts
     for p in data["points"]:
-        assert p["flops"] == 2 * p["m"] * p["k"] * p["n"]
+        assert p["flops"] == 2 * p["m"] * p["k"] * p["n"] and p["scale"] == 64
         assert p["median_s"] > 0 and p["bound"] in ("memory", "compute")
     assert set(data["summary"]["fp32"]) == {"decode_bandwidth_fraction",
                                             "decode_prediction_error"}  # fmt: skip
