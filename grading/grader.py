@@ -258,11 +258,15 @@ def grade_batch(
             pool.submit(grade_student, s, assignment, submitted, limits, use_sandbox, key): s
             for s, key in todo
         }
-        for future in as_completed(futures):
-            student = futures[future]
-            results[student] = future.result()
-            write_atomically(results_dir / f"{student}.json", results[student].to_json())
-            bar.update()
+        try:
+            for future in as_completed(futures):
+                student = futures[future]
+                results[student] = future.result()
+                write_atomically(results_dir / f"{student}.json", results[student].to_json())
+                bar.update()
+        except BaseException:  # Ctrl-C: stop queued work; what is stored stays for a resume
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     if roster_set is not None:  # the roster may change between runs: not stored
         for student in set(everyone) - roster_set:
             results[student].flags.insert(0, "unknown student: not on the roster")
