@@ -1,0 +1,133 @@
+"""The chapter 4 cache explorer's callback: measured times in, points, table and figure out."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import timing  # noqa: E402
+from helpers.widgets import timing as widget  # noqa: E402
+
+MiB = 2**20
+LLC = 32 * MiB
+COPIES = [1, 2, 4, 8, 16, 32, 64, 128]
+# A made-up but typical curve: 90 GB/s while cached, 20 GB/s once past the cache.
+GBPS = [90, 90, 90, 90, 80, 40, 20, 20]
+SECONDS = [MiB / (g * 1e9) for g in GBPS]
+
+
+def points():
+    return widget.cache_points(COPIES, SECONDS, MiB)
+
+
+def test_points_carry_working_set_bandwidth_and_time_per_byte():
+    pts = points()
+    assert [p.working_set_bytes for p in pts] == [c * MiB for c in COPIES]
+    assert [p.apparent_bandwidth for p in pts] == pytest.approx([g * 1e9 for g in GBPS])
+    assert pts[0].ns_per_byte == pytest.approx(1 / 90)
+
+
+def test_default_view_one_buffer_overstates_bandwidth():
+    view = widget.cache_view(points(), LLC)
+    assert view.selected.copies == 1
+    assert view.verdict.startswith("fits in the LLC")
+    # Streaming = median over working sets ≥ 2 × 32 MiB: the 64 and 128 MiB points.
+    assert view.streaming_bandwidth == pytest.approx(20e9)
+    assert view.overstatement == pytest.approx(4.5)
+    assert view.recommended_copies == timing.copies_to_exceed_cache(MiB, LLC) == 64
+
+
+@pytest.mark.parametrize(
+    ("copies", "start"),
+    [(32, "fits in the LLC"), (33, None), (64, "at least 2 × the LLC"), (16, "fits")],
+)
+def test_verdict_follows_the_working_set(copies, start):
+    if start is None:
+        with pytest.raises(ValueError, match="no point with 33 copies"):
+            widget.cache_view(points(), LLC, copies)
+        return
+    assert widget.cache_view(points(), LLC, copies).verdict.startswith(start)
+
+
+def test_between_llc_and_factor_is_partly_cached():
+    pts = widget.cache_points([48], [MiB / 50e9], MiB)
+    view = widget.cache_view(pts, LLC, 48)
+    assert view.verdict.startswith("past the LLC but under 2")
+
+
+def test_factor_slider_moves_the_rule_and_the_streaming_reference():
+    view = widget.cache_view(points(), LLC, 1, factor=4.0)
+    assert view.recommended_copies == 128
+    assert view.streaming_bandwidth == pytest.approx(20e9)  # only the 128 MiB point
+    view = widget.cache_view(points(), LLC, 1, factor=1.0)
+    assert view.recommended_copies == 32
+    assert view.streaming_bandwidth == pytest.approx(20e9)  # 32, 64, 128: median 20
+
+
+def test_no_point_past_the_rule_uses_the_largest():
+    pts = widget.cache_points([1, 2], [MiB / 90e9, MiB / 60e9], MiB)
+    assert widget.cache_view(pts, LLC).streaming_bandwidth == pytest.approx(60e9)
+
+
+def test_table_marks_the_selected_row_and_states_the_rule():
+    text = widget.table(widget.cache_view(points(), LLC, 8))
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(COPIES) + 2
+    marked = [line for line in lines if line.endswith("◀")]
+    assert len(marked) == 1 and marked[0].split()[0] == "8"
+    assert "64 copies of 1 MiB" in lines[-1]
+    assert "4.50 × the streaming 20.0 GB/s" in lines[-2]
+
+
+def test_draw_plots_the_curve_and_the_reference_lines():
+    fig, ax = plt.subplots()
+    widget.draw(ax, widget.cache_view(points(), LLC, 4))
+    curve = ax.lines[0]
+    assert list(curve.get_xdata()) == COPIES
+    assert list(curve.get_ydata()) == pytest.approx(GBPS)
+    assert ax.get_xscale() == "log"
+    labels = [line.get_label() for line in ax.lines]
+    assert "last-level cache" in labels and "2 × LLC (the rule)" in labels
+    plt.close(fig)
+
+
+def test_show_prints_the_table(capsys):
+    widget.show(points(), LLC, 2, 2.0)
+    assert "◀" in capsys.readouterr().out
+    plt.close("all")
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        widget.cache_points([1, 2], [1e-5], MiB)
+    with pytest.raises(ValueError):
+        widget.cache_points([], [], MiB)
+    with pytest.raises(ValueError):
+        widget.cache_points([1], [1e-5], 0)
+    with pytest.raises(ValueError):
+        widget.cache_view([], LLC)
+
+
+def test_sweep_plan_reaches_four_times_the_cache():
+    buffer, copies = widget.sweep_plan("cpu", LLC)
+    assert buffer == MiB
+    assert copies == [1, 2, 4, 8, 16, 32, 64, 128]
+    buffer, copies = widget.sweep_plan("cpu", 3 * MiB)
+    assert copies[-1] * buffer >= 12 * MiB and copies[-2] * buffer < 12 * MiB
+
+
+def test_measure_sweep_returns_positive_times_quickly():
+    pts = widget.measure_sweep("cpu", 64 * 1024, [1, 2], min_run_time=0.01)
+    assert [p.copies for p in pts] == [1, 2]
+    assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
+
+
+def test_time_rotating_cycles_through_every_input_set():
+    seen = []
+    seconds = widget.time_rotating(lambda x: seen.append(x), [(1,), (2,), (3,)], 0.01)
+    assert seconds > 0
+    assert set(seen) == {1, 2, 3} and seen[:5] == [1, 2, 3, 1, 2]
+    with pytest.raises(ValueError):
+        widget.time_rotating(print, [])
