@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "solutions"
 RELEASE = ROOT / "notebooks"
@@ -79,15 +80,18 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
     Execution counts become 1, 2, 3, … in cell order (nbval refuses a cell with outputs but
     no count, and a top-to-bottom run numbers them so anyway); timing metadata and the
-    widget state (fresh model ids on every run) go.
+    widget state and views (fresh model ids on every run, nothing to show without a kernel)
+    go, keeping each widget's plain-text form.
     """
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     for number, cell in enumerate(code_cells, start=1):
         cell.execution_count = number
         cell.metadata.pop("execution", None)
         for output in cell.outputs:
+            output.get("data", {}).pop(WIDGET_VIEW, None)  # a dead view with a random id
             if "execution_count" in output:
                 output.execution_count = number
+        cell.outputs = [o for o in cell.outputs if o.get("data", True)]
     nb.metadata.pop("widgets", None)
     return nb
 
