@@ -24,6 +24,7 @@ import math
 import os
 import re
 import subprocess
+import time
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -245,8 +246,9 @@ def time_callable(
 
     CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one),
     its ``adaptive_autorange``: blocks of calls sized so the clock's cost is negligible, at
-    least 4 blocks and ``min_run_time`` seconds, more until IQR/median < ``threshold`` or
-    ``max_run_time``; the clock synchronizes the device before each reading.
+    least 4 blocks and ``min_run_time`` seconds, more until IQR/median < ``threshold``, but
+    stopping at ``max_run_time`` (raised to five warm-up calls, so that slow calls still get
+    4 samples); the clock synchronizes the device before each reading.
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
     call (events bracket the call only, so the flush is not timed).
     """
@@ -257,9 +259,14 @@ def time_callable(
         raise ValueError("need at least one input set")
     threads = torch.get_num_threads()
     inputs = itertools.cycle(input_sets)
+    call_s = 0.0
     for _ in range(warmup):
+        start = time.perf_counter()
         fn(*next(inputs))
-    synchronize(device)
+        synchronize(device)
+        call_s = time.perf_counter() - start
+    # A call slower than max_run_time / 5 still gets at least 4 samples.
+    max_run_time = max(max_run_time, 5 * call_s)
 
     if torch.device(device).type == "cuda":
         samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time)

@@ -118,6 +118,12 @@ def test_sleep_of_known_length_times_near_it():
     assert t.n >= 4 and t.iqr_s >= 0
 
 
+def test_a_call_slower_than_the_time_budget_still_gets_four_samples():
+    t = timing.time_callable(lambda: time.sleep(0.1), [()], warmup=1, min_run_time=0.01,
+                             max_run_time=0.05)  # fmt: skip
+    assert t.n >= 4 and t.calls_per_sample == 1
+
+
 def test_warmup_keeps_the_slow_first_calls_out():
     calls = []
 
