@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,17 +110,21 @@ def measure_sweep(
     for count in sorted(copies):
         while len(buffers) < count:  # reuse the buffers made for smaller counts
             buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32, device),))
-        seconds = time_rotating(torch.sum, buffers[:count], min_run_time)
+        seconds = time_rotating(torch.sum, buffers[:count], device, min_run_time)
         points.append(CachePoint(count, buffer_bytes, seconds))
     return points
 
 
 def time_rotating(
-    fn: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], min_run_time: float = 0.2
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: str = "cpu",
+    min_run_time: float = 0.2,
 ) -> float:
     """Median seconds per call of ``fn(*inputs)``, cycling through ``input_sets``, with
-    ``torch.utils.benchmark.Timer`` on all CPU threads: warmed up (every set used once),
-    synchronized by Timer's clock, and *no* cache flush, so the cache's effect shows."""
+    ``torch.utils.benchmark.Timer`` on all CPU threads: warmed up (every set used once), the
+    device synchronized before every clock reading, and *no* cache flush, so the cache's
+    effect shows."""
     import torch
     from torch.utils.benchmark import Timer
 
@@ -128,8 +133,14 @@ def time_rotating(
     inputs = itertools.cycle(input_sets)
     for _ in range(len(input_sets) + 2):
         fn(*next(inputs))
+    timing.synchronize(device)
+
+    def synchronized_clock() -> float:
+        timing.synchronize(device)  # older torch's Timer synchronizes CUDA only, not MPS
+        return timeit.default_timer()
+
     timer = Timer("fn(*next(inputs))", globals={"fn": fn, "inputs": inputs},
-                  num_threads=torch.get_num_threads())  # fmt: skip
+                  num_threads=torch.get_num_threads(), timer=synchronized_clock)  # fmt: skip
     return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
 

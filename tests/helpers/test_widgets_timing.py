@@ -126,7 +126,7 @@ def test_measure_sweep_returns_positive_times_quickly():
 
 def test_time_rotating_cycles_through_every_input_set():
     seen = []
-    seconds = widget.time_rotating(lambda x: seen.append(x), [(1,), (2,), (3,)], 0.01)
+    seconds = widget.time_rotating(lambda x: seen.append(x), [(1,), (2,), (3,)], "cpu", 0.01)
     assert seconds > 0
     assert set(seen) == {1, 2, 3} and seen[:5] == [1, 2, 3, 1, 2]
     with pytest.raises(ValueError):
