@@ -8,8 +8,10 @@ points, and the student release (nbgrader's ``ClearSolutions``, ``ClearHiddenTes
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,7 @@ class Exercise:
     points: float
     full: str  # the whole test cell, hidden tests included
     visible: str  # what the student sees
+    names: tuple[str, ...] = ()  # what the answer must define (from the solution cell)
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,12 @@ def load(name: str, source: Path) -> Assignment:
         raise ValueError(f"{path}: no code cells (the first one is the setup cell)")
     hide = ClearHiddenTests()
     exercises, written, last_answer = [], [], None
+    names: dict[str, tuple[str, ...]] = {}
     for cell in nb.cells:
         info = meta(cell)
         if cell.cell_type == "code" and info.get("solution"):
             last_answer = info["grade_id"]
+            names[last_answer] = defined_names(cell.source)
         elif cell.cell_type == "code" and info.get("grade"):
             test_id = info["grade_id"]
             answer_id = test_id.removesuffix("_test")
@@ -97,7 +102,7 @@ def load(name: str, source: Path) -> Assignment:
             visible, _ = hide.preprocess_cell(copy.deepcopy(cell), {}, 0)
             exercises.append(
                 Exercise(test_id, answer_id, float(info.get("points", 0)), cell.source,
-                         visible.source)
+                         visible.source, names.get(answer_id, ()))
             )  # fmt: skip
         elif cell.cell_type == "markdown" and info.get("grade"):
             written.append(Written(info["grade_id"], float(info.get("points", 0))))
@@ -109,6 +114,22 @@ def load(name: str, source: Path) -> Assignment:
         release=release_notebook(nb),
         digest=hashlib.sha256(raw).hexdigest(),
     )
+
+
+def defined_names(source: str) -> tuple[str, ...]:
+    """Top-level names a solution cell defines (functions, classes, assignments)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython syntax: fall back to the obvious definitions
+        return tuple(re.findall(r"^(?:async\s+)?(?:def|class)\s+(\w+)", source, re.M))
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [t.id for t in targets if isinstance(t, ast.Name)]
+    return tuple(found)
 
 
 def _ids(nb: nbformat.NotebookNode) -> set[str]:

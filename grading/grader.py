@@ -147,7 +147,7 @@ def grade_notebook(
     answers, flags = answers_and_flags(nb, assignment)
     present = [e for e in assignment.exercises if e.answer_id in answers]
     outcomes = sandbox.run(
-        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full)
+        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full, e.names)
          for e in present],
         limits,
         sandbox=use_sandbox,

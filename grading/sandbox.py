@@ -1,6 +1,8 @@
 """Run one submission's questions in a sandbox and decide each from evidence the student's
-code cannot produce: a per-question random nonce written by the runner only after the
-instructor's tests pass, plus a clean exit status reported by the zygote.
+code cannot produce: the student's answer runs in one process, the instructor's tests in
+another that calls it through a socket and gets back plain data only
+(:mod:`grading.sandbox_runner`); the tester alone holds a per-question random nonce and
+writes ``pass`` with it, and the zygote reports its clean exit.
 
 The sandbox is bubblewrap: no network, a read-only view of Python and of ``helpers`` only
 (not ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
@@ -26,8 +28,6 @@ import helpers
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
-# Modules a test relies on; the answer cell may not patch them (checked by the runner).
-GUARDED = ["builtins", "math", "operator", "numpy", "torch", "helpers.*"]
 # Imported once per submission by the zygote, before any student code: a speed-up only.
 PREIMPORT = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "helpers.checks",
              "helpers.notebook"]  # fmt: skip
@@ -56,11 +56,12 @@ class Question:
     answer: str  # the student's answer cell
     visible: str  # the instructor's test cell without hidden tests
     full: str  # the instructor's whole test cell
+    names: tuple[str, ...] = ()  # what the exercise asks the answer to define
 
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # passed, failed, hidden, error, timeout, limit, crash, tampered, setup
+    status: str  # passed, failed, hidden, error, timeout, limit, crash, setup
     detail: str = ""
 
     @property
@@ -134,7 +135,6 @@ def run(
         job = {
             "report_fd": report_fd,
             "zygote_nonce": zygote_nonce,
-            "guarded": GUARDED,
             "preimport": PREIMPORT,
             "limits": {"output": limits.output, "processes": limits.processes},
             "questions": [
@@ -205,10 +205,16 @@ def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> O
         status, detail = SIGNALS.get(-code, ("crash", f"killed by signal {-code}"))
         return Outcome(status, detail)
     if not stages:
-        return Outcome("crash", f"the process exited early (status {code})")
+        return Outcome("crash", f"the tester exited early (status {code})")
     stage, error = stages[-1].get("stage"), str(stages[-1].get("error", ""))
     if "[Errno 27]" in error:  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
         return Outcome("limit", "output or file size limit")
+    if error.startswith("MemoryError"):
+        return Outcome("limit", "memory limit")
+    answer_code = exits[0].get("answer_exit")
+    if stage == "crash" and isinstance(answer_code, int) and answer_code < 0:
+        status, detail = SIGNALS.get(-answer_code, ("crash", f"killed by signal {-answer_code}"))
+        return Outcome(status, detail)
     if stage == "pass":
         return Outcome("passed") if code == 0 else Outcome("crash", f"exit status {code}")
     if stage == "visible":
@@ -216,11 +222,7 @@ def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> O
     if stage == "hidden":
         return Outcome("hidden", "hidden tests failed")
     if stage == "answer":
-        if error.startswith("MemoryError"):
-            return Outcome("limit", "memory limit")
         return Outcome("error", f"your answer cell raised {error}")
-    if stage == "tampered":
-        return Outcome("tampered", error)
     if stage == "setup":
         return Outcome("setup", f"the setup cell failed: {error}")
     return Outcome("crash", error or "the runner failed")

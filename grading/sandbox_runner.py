@@ -1,40 +1,56 @@
-"""Runs inside the sandbox: one submission's questions, each in a forked child.
+"""Runs inside the sandbox: one submission's questions.
 
 Started by :mod:`grading.sandbox` as ``python -I sandbox_runner.py`` with the job (JSON) on
 stdin and the report file open on the fd the job names. Uses only the standard library and
-IPython, and never imports anything from the course: it sees only what the job carries.
+IPython (numpy and torch when an answer returns arrays), never anything of the course.
 
-The zygote (this process) imports the heavy modules once, then forks one child per
-question so that a crash, hang or limit costs only that question and no question sees
-another's state. A child runs the instructor's setup cell, the student's answer cell, then
-the instructor's test cell (visible part first, then the full cell with the hidden tests)
-in a fresh IPython shell. Before the tests run it restores what the answer cell could have
-patched (the setup cell's names, the guarded modules, builtins); after they run it checks
-that nothing was patched meanwhile. Only then does it write ``pass`` with the question's
-nonce, which the parent accepts together with a clean exit status reported by the zygote.
+The zygote (this process) imports the heavy modules once. For each question it forks two
+processes joined by a socket:
+
+* the **answer** process runs the instructor's setup cell and the student's answer cell,
+  then only serves calls to what the answer defined. It has no report file.
+* the **tester** process runs the setup cell and the instructor's test cell (visible part,
+  then the whole cell), where each name the answer defined is a proxy: arguments go to the
+  answer process pickled (they come from the instructor); results come back as tagged JSON,
+  decoded strictly into fresh objects of exactly the types sent (anything else arrives as
+  an opaque stand-in that equals nothing). Student code never runs here, so it cannot patch
+  the checks, forge output or reach the nonce; the tester alone writes ``pass`` with it.
+
+The zygote and both children are not dumpable, so the answer process cannot ptrace them or
+take their file descriptors. A crash, hang or limit costs only that question.
 """
 
+import base64
+import builtins
 import ctypes
+import dataclasses
+import functools
 import importlib
 import json
 import os
+import pickle
 import resource
 import signal
+import socket
+import struct
 import sys
 import time
+import types
 
 REPORT_FD = 3  # replaced by the job's report_fd
 ERROR_CHARS = 2000
+MAX_MESSAGE = 64 << 20
+MAX_DEPTH = 64
 
 
 def emit(record):
-    """One JSON line on the report file (O_APPEND, shared by the zygote and its children)."""
+    """One JSON line on the report file (O_APPEND, shared by the zygote and testers)."""
     os.write(REPORT_FD, (json.dumps(record) + "\n").encode())
 
 
 def non_dumpable():
-    """Children run as the same user: stop them from ptracing the zygote or reading its
-    memory (no Yama here)."""
+    """Same user, no Yama: stop other sandboxed processes from ptracing this one or taking
+    its file descriptors. Inherited by forked children."""
     try:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
@@ -42,120 +58,351 @@ def non_dumpable():
 
 
 def describe(error):
-    text = f"{type(error).__name__}: {error}"
-    return text[:ERROR_CHARS]
+    return f"{type(error).__name__}: {error}"[:ERROR_CHARS]
 
 
-def guarded_modules(names):
-    return {name: sys.modules[name] for name in names if name in sys.modules}
+class AnswerCrashed(Exception):
+    """The answer process died or sent something unreadable."""
 
 
-def snapshot(modules):
-    return {name: (module, dict(vars(module))) for name, module in modules.items()}
+class AnswerError(Exception):
+    """The student's function raised an exception that is not a builtin one."""
 
 
-def restore(saved):
-    for name, (module, contents) in saved.items():
-        sys.modules[name] = module
-        namespace = vars(module)
-        for key in [key for key in namespace if key not in contents]:
-            del namespace[key]
-        namespace.update(contents)
+# --- messages: 8-byte length, then the payload -------------------------------------------
 
 
-def same(saved):
-    """True if every guarded module still holds the saved functions, classes and modules.
-    Lazily added names are fine (they shadow nothing), and so are data a library caches
-    as it goes; a checker patched while the tests ran is not."""
-    for name, (module, contents) in saved.items():
-        if sys.modules.get(name) is not module:
-            return False
-        namespace = vars(module)
-        for key, value in contents.items():
-            if callable(value) or isinstance(value, type(sys)):
-                if namespace.get(key, same) is not value:
-                    return False
-    return True
+def send(sock, payload):
+    sock.sendall(struct.pack(">Q", len(payload)) + payload)
 
 
-def is_guarded(name, guarded):
-    """``guarded`` holds module names; ``pkg.*`` also covers the package's submodules."""
-    for entry in guarded:
-        if entry.endswith(".*"):
-            package = entry[:-2]
-            if name == package or name.startswith(package + "."):
-                return True
-        elif name == entry:
-            return True
-    return False
+def receive(sock):
+    header = _exactly(sock, 8)
+    (size,) = struct.unpack(">Q", header)
+    if size > MAX_MESSAGE:
+        raise AnswerCrashed("your answer sent more data than allowed")
+    return _exactly(sock, size)
 
 
-def run_question(index, question, guarded):
+def _exactly(sock, size):
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise AnswerCrashed("your code ended its process (exit, crash or limit)")
+        data += chunk
+    return bytes(data)
+
+
+# --- results: encoded by the answer process, decoded strictly by the tester --------------
+
+
+def encode(value, depth=0):
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
+    if kind in (tuple, set, frozenset):
+        return {kind.__name__: [encode(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"bytes": base64.b64encode(value).decode()}
+    module = getattr(kind, "__module__", "") or ""
+    if module.startswith("torch") and kind.__name__ in ("Tensor", "Parameter"):
+        array = value.detach().cpu().contiguous()
+        raw = array.view(-1).view(__import__("torch").uint8).numpy().tobytes()
+        return {"tensor": [str(array.dtype).removeprefix("torch."), list(array.shape),
+                           base64.b64encode(raw).decode()]}  # fmt: skip
+    if module == "numpy" and kind.__name__ == "ndarray":
+        return {"ndarray": [value.dtype.str, list(value.shape),
+                            base64.b64encode(value.tobytes()).decode()]}  # fmt: skip
+    if module == "numpy" and hasattr(value, "dtype") and hasattr(value, "tobytes"):
+        return {"npscalar": [value.dtype.str, base64.b64encode(value.tobytes()).decode()]}
+    if dataclasses.is_dataclass(value) and module.startswith("helpers."):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"dataclass": [module, kind.__qualname__, encode(fields, depth + 1)]}
+    return {"opaque": f"{module}.{kind.__qualname__}"}
+
+
+def opaque(type_name):
+    """A stand-in for a value that cannot be sent: named like it, equal to nothing."""
+    module, _, name = str(type_name)[:200].rpartition(".")
+    stand_in = type(name or "object", (), {
+        "__module__": module or "student",
+        "__repr__": lambda self: f"<a {type_name} object>",
+        "__eq__": lambda self, other: self is other,
+        "__hash__": object.__hash__,
+    })  # fmt: skip
+    return stand_in()
+
+
+def decode(data, depth=0):
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is list:
+        return [decode(v, depth + 1) for v in data]
+    if type(data) is not dict or len(data) != 1:
+        raise ValueError("malformed result")
+    ((tag, body),) = data.items()
+    if tag in ("tuple", "set", "frozenset"):
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](
+            decode(v, depth + 1) for v in _list(body)
+        )
+    if tag == "dict":
+        return {decode(k, depth + 1): decode(v, depth + 1) for k, v in _list(body)}
+    if tag == "bytes":
+        return base64.b64decode(str(body))
+    if tag == "tensor":
+        import torch
+
+        name, shape, raw = _list(body)
+        dtype = getattr(torch, str(name), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError("unknown dtype")
+        flat = torch.frombuffer(bytearray(base64.b64decode(str(raw))) or bytearray(1),
+                                dtype=torch.uint8)  # fmt: skip
+        count = 1
+        for size in shape:
+            count *= int(size)
+        return flat[: count * dtype.itemsize].view(dtype).reshape([int(s) for s in shape]).clone()
+    if tag in ("ndarray", "npscalar"):
+        import numpy
+
+        dtype = numpy.dtype(str(_list(body)[0]))
+        if dtype.hasobject:
+            raise ValueError("object arrays cannot be sent")
+        raw = base64.b64decode(str(_list(body)[-1]))
+        if tag == "npscalar":
+            return numpy.frombuffer(raw, dtype=dtype)[0]
+        shape = [int(s) for s in _list(body)[1]]
+        return numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    if tag == "dataclass":
+        module, qualname, fields = _list(body)
+        if not str(module).startswith("helpers."):
+            raise ValueError("only helpers' dataclasses can be sent")
+        cls = importlib.import_module(str(module))
+        for part in str(qualname).split("."):
+            cls = getattr(cls, part)
+        fields = decode(fields, depth + 1)
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError("not a dataclass")
+        if type(fields) is not dict:
+            raise ValueError("malformed fields")
+        return cls(**fields)
+    if tag == "opaque":
+        return opaque(body)
+    raise ValueError("malformed result")
+
+
+def _list(body):
+    if type(body) is not list:
+        raise ValueError("malformed result")
+    return body
+
+
+def raise_from(name, message):
+    """Re-raise the student's exception in the tester: builtin types as themselves."""
+    kind = getattr(builtins, str(name), None)
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        raise kind(str(message))
+    raise AnswerError(f"{name}: {message}")
+
+
+# --- the two processes ---------------------------------------------------------------------
+
+
+def make_shell():
     from IPython.core.interactiveshell import InteractiveShell
 
     class Shell(InteractiveShell):
         def enable_gui(self, gui=None):  # `%matplotlib inline` needs no event loop here
             pass
 
-    nonce = question.pop("nonce")
+    return Shell.instance()
 
-    def report(stage, error=""):
-        emit({"q": index, "nonce": nonce, "stage": stage, "error": error})
 
-    os.setpgid(0, 0)
+def run(shell, source):
+    """Run one cell; the exception it raised, or None."""
+    result = shell.run_cell(source, store_history=False)
+    return result.error_before_exec or result.error_in_exec
+
+
+def limit(question, index):
     limits = question["limits"]
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
     scratch = os.path.join(os.environ["HOME"], f"q{index}")
-    os.makedirs(scratch)
+    os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
 
-    shell = Shell.instance()
-    namespace = shell.user_ns
 
-    def run(source):
-        result = shell.run_cell(source, store_history=False)
-        error = result.error_before_exec or result.error_in_exec
-        return None if error is None else describe(error)
+def answer_process(index, question, sock):
+    """Run setup and the student's answer, then serve calls to what the answer defined."""
+    limit(question, index)
+    shell = make_shell()
+    error = run(shell, question["setup"])
+    if error is not None:
+        return send(sock, json.dumps({"stage": "setup", "error": describe(error)}).encode())
+    before = dict(shell.user_ns)
+    error = run(shell, question["answer"])
+    if error is not None:
+        return send(sock, json.dumps({"stage": "answer", "error": describe(error)}).encode())
+    defined = {}
+    for name, value in list(shell.user_ns.items()):
+        if name.startswith("_") or isinstance(value, types.ModuleType):
+            continue
+        if name in before and before[name] is value:
+            continue
+        defined[name] = {"callable": True} if callable(value) else {"value": safe_encode(value)}
+    send(sock, json.dumps({"defined": defined}).encode())
+    while True:
+        name, args, kwargs = pickle.loads(receive(sock))  # from the tester: trusted
+        try:
+            reply = {"value": safe_encode(shell.user_ns[name](*args, **kwargs))}
+        except BaseException as error:  # noqa: B036 - the student's exception goes back
+            reply = {"raise": [type(error).__name__, str(error)[:ERROR_CHARS]]}
+        send(sock, json.dumps(reply).encode())
 
-    error = run(question["setup"])
-    if error:
-        return report("setup", error)
-    trusted_names = {k: v for k, v in namespace.items() if not k.startswith("_")}
-    names = [name for name in list(sys.modules) if is_guarded(name, guarded)]
-    saved = snapshot(guarded_modules(names))
 
-    error = run(question["answer"])
-    if error:
-        return report("answer", error)
-    restore(saved)
-    namespace.update(trusted_names)  # the answer cell may not shadow the setup's names
+def safe_encode(value):
+    try:
+        return encode(value)
+    except Exception:  # too deep, or a value that cannot be read: send what it is
+        return {"opaque": f"{type(value).__module__}.{type(value).__qualname__}"}
 
-    error = run(question["visible"])
-    if error:
-        return report("visible", error)
-    error = run(question["full"])
-    if error:
-        return report("hidden")
-    if not same(saved) or any(namespace.get(k) is not v for k, v in trusted_names.items()):
-        return report("tampered", "the answer changed the checkers, builtins or setup names")
+
+def tester_process(index, question, sock, nonce):
+    """Run setup and the instructor's tests against proxies; report with the nonce."""
+
+    def report(stage, error=""):
+        emit({"q": index, "nonce": nonce, "stage": stage, "error": error})
+
+    limit(question, index)
+    shell = make_shell()
+    error = run(shell, question["setup"])
+    if error is not None:
+        return report("setup", describe(error))
+    try:
+        ready = json.loads(receive(sock))
+        if "error" in ready:
+            return report(ready.get("stage", "answer"), str(ready["error"]))
+        defined = ready["defined"]
+        values = {}
+        for name, item in defined.items():
+            values[str(name)] = proxy(sock, str(name)) if "callable" in item else decode(
+                item["value"]
+            )
+    except AnswerCrashed as crash:
+        return report("crash", str(crash))
+    except Exception as bad:
+        return report("crash", f"your answer sent something unreadable ({describe(bad)})")
+    expected = set(question["names"])
+    for name, value in values.items():
+        # The answer may not replace a setup name (a checker, say) unless defining it is
+        # the exercise.
+        if name in expected or name not in shell.user_ns:
+            shell.user_ns[name] = value
+    for stage, source in (("visible", question["visible"]), ("hidden", question["full"])):
+        error = run(shell, source)
+        if isinstance(error, AnswerCrashed):
+            return report("crash", str(error))
+        if error is not None:
+            return report(stage, describe(error) if stage == "visible" else "")
     report("pass")
 
 
-def wait(pid, deadline):
-    """Wait for the child until ``deadline``; returns (status or None on timeout)."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+def proxy(sock, name):
+    """Stands in the tester for the student's function ``name``."""
+
+    def call(*args, **kwargs):
+        try:
+            request = pickle.dumps((name, args, kwargs))
+        except Exception as error:
+            raise TypeError(f"these arguments cannot be sent to {name}: {error}") from None
+        send(sock, request)
+        raw = receive(sock)
+        try:
+            reply = json.loads(raw)
+            if type(reply) is dict and "raise" in reply:
+                failure = _list(reply["raise"])
+            else:
+                return decode(reply["value"])
+        except Exception as bad:
+            unreadable = f"your answer sent something unreadable ({describe(bad)})"
+            raise AnswerCrashed(unreadable) from None
+        raise_from(*failure[:2])
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+# --- the zygote ----------------------------------------------------------------------------
+
+
+def wait(pids, deadline):
+    """Wait for the tester (pids[0]) until ``deadline``, then stop the answer process.
+    Returns the tester's status (None: timed out) and the answer's (None: still running
+    when the tester ended, so stopped by us)."""
+    tester, answer = pids
+    status = None
+    while time.monotonic() < deadline:
+        done, found = os.waitpid(tester, os.WNOHANG)
         if done:
-            return status
-        if time.monotonic() > deadline:
+            status = found
+            break
+        time.sleep(0.01)
+    done, answer_status = os.waitpid(answer, os.WNOHANG)
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if not done:
+        os.waitpid(answer, 0)
+        answer_status = None
+    if status is None:
+        os.waitpid(tester, 0)
+    return status, answer_status
+
+
+def fork(body, index):
+    """Run ``body`` in a child, in its own process group (so a timeout kills all of it)."""
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        try:
+            body()
+        except BaseException as error:  # noqa: B036 - a child must always end here
             try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                emit({"q": index, "stage": "runner", "error": describe(error)})
+            except OSError:
                 pass
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(0.02)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+    try:
+        os.setpgid(pid, pid)  # also here: whichever runs first wins the race
+    except OSError:
+        pass
+    return pid
+
+
+def answer_child(index, question, own, other):
+    other.close()
+    os.close(REPORT_FD)  # the student's process never holds the report file
+    answer_process(index, question, own)
+
+
+def tester_child(index, question, own, other, nonce):
+    other.close()
+    tester_process(index, question, own, nonce)
 
 
 def main():
@@ -163,7 +410,6 @@ def main():
     job = json.loads(sys.stdin.read())
     sys.stdin = open(os.devnull)
     REPORT_FD = job["report_fd"]
-    zygote_nonce = job["zygote_nonce"]
     non_dumpable()
     output = job["limits"]["output"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
@@ -176,23 +422,22 @@ def main():
             importlib.import_module(name)
         except Exception:  # optional speed-up only; the setup cell reports real failures
             pass
-    guarded = job["guarded"]
-    questions = job["questions"]
-    for index, question in enumerate(questions):
+    for index, question in enumerate(job["questions"]):
         sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            del job, zygote_nonce, questions
-            try:
-                run_question(index, question, guarded)
-            except BaseException as error:  # noqa: B036 - the child must always exit here
-                emit({"q": index, "stage": "runner", "error": describe(error)})
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(0)
-        status = wait(pid, time.monotonic() + question["limits"]["wall_s"])
-        event = {"q": index, "zygote": zygote_nonce, "timeout": status is None}
+        nonce = question.pop("nonce")
+        tester_end, answer_end = socket.socketpair()
+
+        pids = (
+            fork(functools.partial(tester_child, index, question, tester_end, answer_end, nonce),
+                 index),
+            fork(functools.partial(answer_child, index, question, answer_end, tester_end), index),
+        )  # fmt: skip
+        tester_end.close()
+        answer_end.close()
+        status, answer_status = wait(pids, time.monotonic() + question["limits"]["wall_s"])
+        event = {"q": index, "zygote": job["zygote_nonce"], "timeout": status is None}
+        if answer_status is not None:
+            event["answer_exit"] = os.waitstatus_to_exitcode(answer_status)
         if status is not None:
             event["exit"] = os.waitstatus_to_exitcode(status)
         emit(event)
@@ -200,3 +445,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+

@@ -34,7 +34,7 @@ ATTACKS = {
     "patches the checker the test imports": (
         "import helpers.checks\ndef square(n):\n"
         "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
-        "tampered",
+        "failed",
         "from helpers.checks import check_int\nsquare(1)\nfrom helpers.checks import check_int\n",
     ),
     "equals anything": (
@@ -48,6 +48,17 @@ ATTACKS = {
         "'nonce': 'x', 'exit': 0, 'timeout': False}) + '\\n').encode())\n"
         "        except OSError:\n            pass\nos._exit(0)",
         "crash",
+    ),
+    "finds the nonces in memory": (
+        "import gc, json, os, re\nfound = set()\nfor o in gc.get_objects():\n"
+        "    for v in (o.values() if isinstance(o, dict) else [o]):\n"
+        "        if isinstance(v, str) and re.fullmatch('[0-9a-f]{32}', v):\n"
+        "            found.add(v)\n"
+        "for fd in range(64):\n    for n in found:\n        for q in range(32):\n"
+        "            try:\n                os.write(fd, (json.dumps({'q': q, 'nonce': n, "
+        "'stage': 'pass', 'zygote': n, 'exit': 0, 'timeout': False}) + '\\n').encode())\n"
+        "            except OSError:\n                pass\n" + WRONG,
+        "crash",  # what it wrote into its own socket was garbage
     ),
     "hangs": ("import time\ntime.sleep(3600)", "timeout"),
     "eats memory": ("hog = bytearray(16 << 30)", "limit"),
@@ -98,6 +109,7 @@ PROBES = {
     ),
     "other users' files hidden": (
         "import os\n",
+        "import os\n"
         "assert os.listdir('/home') == ['student'] and not os.path.exists('/etc/shadow')",
     ),
 }
