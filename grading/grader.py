@@ -33,7 +33,7 @@ class QuestionResult:
     grade_id: str
     points: float
     score: float | None  # None: graded by hand (written answers)
-    status: str  # passed, failed, hidden, error, timeout, limit, crash, tampered, missing, ...
+    status: str  # passed, failed, hidden, error, timeout, limit, crash, missing, corrupt, manual
     detail: str = ""
 
 

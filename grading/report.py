@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from grading.course import Assignment, meta
 from grading.grader import StudentResult, parse, write_atomically
 
-ATTENTION = {"timeout", "limit", "crash", "tampered", "corrupt", "missing", "setup"}
+ATTENTION = {"timeout", "limit", "crash", "corrupt", "missing", "setup"}
 VERDICT = {
     "passed": "passed",
     "failed": "failed",
@@ -25,7 +25,6 @@ VERDICT = {
     "timeout": "ran out of time",
     "limit": "hit a resource limit",
     "crash": "crashed",
-    "tampered": "changed the checkers or setup (not allowed)",
     "missing": "no answer found",
     "corrupt": "the notebook could not be read",
     "setup": "the setup cell failed (tell your instructor)",
