@@ -11,8 +11,9 @@ puts it on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what t
 notebook's dropdowns call.
 
 The chapter's reference formulas (``predicted_time``, ``knee_tokens``, ``layer_time``,
-``prediction_error``, ``measured_knee``) live here for now: they are chapter 3's roofline
-applied to *measured* ceilings, and belong in ``helpers.roofline`` / ``helpers.bench``.
+``prediction_error``, ``measured_ridge``, ``measured_knee``) and ``busy_cores`` live here
+for now: they are chapter 3's roofline applied to *measured* ceilings, and belong in
+``helpers.roofline`` / ``helpers.bench`` / ``helpers.timing``.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ __all__ = [
     "knee_tokens",
     "layer_time",
     "prediction_error",
+    "busy_cores",
+    "timing_threads",
     "sweep_results",
     "layer_points",
+    "measured_ridge",
     "measured_knee",
     "table",
     "draw",
@@ -95,6 +99,42 @@ def prediction_error(predicted: float, measured: float) -> float:
     return predicted / measured - 1
 
 
+def busy_cores(seconds: float = 0.5) -> float | None:
+    """Cores' worth of CPU time that *other* processes used over the next ``seconds`` (Linux
+    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing."""
+    import os
+    import time
+
+    def sample() -> tuple[float, float, float]:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, iowait
+        own = os.times()
+        return busy, own.user + own.system, time.perf_counter()
+
+    try:
+        start = sample()
+        time.sleep(seconds)
+        end = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    others = (end[0] - start[0]) - (end[1] - start[1])
+    return max(0.0, others / (end[2] - start[2]))
+
+
+def timing_threads(cores: int, busy: float | None) -> int:
+    """Threads to time with: every core that other processes leave free, at least one.
+
+    A parallel GEMM waits for its slowest thread at every barrier; a thread whose core is
+    taken by another process waits for the scheduler (milliseconds), so on a busy machine
+    fewer threads give faster *and* steadier timings (chapter 5)."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}")
+    if busy is None:
+        return cores
+    return max(1, min(cores, cores - round(busy)))
+
+
 def sweep_results(ceilings: Any, points: Sequence[Any], **extra: Any) -> dict[str, Any]:
     """A live sweep (``Ceilings`` and ``SweepPoint`` objects) in the results-file format."""
     return {
@@ -108,13 +148,17 @@ def sweep_results(ceilings: Any, points: Sequence[Any], **extra: Any) -> dict[st
 
 @dataclass(frozen=True)
 class LayerPoint:
-    """One measured point of one layer: m tokens, its time, and where it sits."""
+    """One measured point of one layer: m tokens, the shape timed (``scale``: every dimension
+    of the real model divided by it), its time, and where it sits on the roofline."""
 
+    dtype: str
     m: int
     k: int
     n: int
+    scale: int
     seconds: float
     achieved_flops: float
+    achieved_bandwidth: float
     intensity: float
     predicted_s: float
     bound: str
@@ -136,7 +180,8 @@ def layer_points(results: Mapping[str, Any], layer: str = "gate",
         raise ValueError(f"unknown layer {layer!r}: one of {', '.join(LAYERS)}")
     _ceilings(results, dtype)
     rows = [
-        LayerPoint(p["m"], p["k"], p["n"], p["median_s"], p["achieved_flops"], p["intensity"],
+        LayerPoint(dtype, p["m"], p["k"], p["n"], p.get("scale", 1), p["median_s"],
+                   p["achieved_flops"], p["bytes"] / p["median_s"], p["intensity"],
                    p["predicted_s"], p["bound"])  # fmt: skip
         for p in results["points"]
         if p["dtype"] == dtype and layer in p["shape"].split(",")
@@ -144,32 +189,48 @@ def layer_points(results: Mapping[str, Any], layer: str = "gate",
     return sorted(rows, key=lambda row: row.m)
 
 
-def measured_knee(rows: Sequence[LayerPoint]) -> float | None:
-    """Where the measured time curve's two asymptotes cross: the flat time at the smallest m
-    (decode-shaped: the weights' read) meets the line time ∝ m through the largest m
-    (prefill-shaped: compute). On an ideal roofline this is the predicted knee. None with
-    fewer than two points."""
+def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
+    """The ridge this layer showed: the achieved FLOP/s at the largest m (the compute roof it
+    really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
+    reached). None with fewer than two points."""
     if len(rows) < 2:
         return None
     first, last = min(rows, key=lambda r: r.m), max(rows, key=lambda r: r.m)
-    return first.seconds / (last.seconds / last.m)
+    return last.achieved_flops / first.achieved_bandwidth
+
+
+def measured_knee(rows: Sequence[LayerPoint]) -> int | None:
+    """The knee the measurements imply: ``knee_tokens`` of the smallest-m point's shape with
+    the layer's own achieved roofs (``measured_ridge``) in place of the device's ceilings.
+
+    Where the flat, weight-read time of decode meets the time ∝ m of prefill: on a device
+    that reached its measured ceilings at both ends it is the predicted knee. None with
+    fewer than two points, or if that shape never reaches the layer's ridge."""
+    ridge = measured_ridge(rows)
+    if ridge is None:
+        return None
+    first = min(rows, key=lambda r: r.m)
+    return knee_tokens(first.k, first.n, ridge * first.achieved_bandwidth,
+                       first.achieved_bandwidth, first.dtype)  # fmt: skip
 
 
 def table(rows: Sequence[LayerPoint]) -> str:
     """The points as a fixed-width text table."""
-    lines = [f"{'m':>5}{'time (ms)':>12}{'GFLOP/s':>10}{'FLOP/B':>9}{'roofline (ms)':>15}"
-             f"{'error':>8}  bound"]  # fmt: skip
+    lines = [f"{'m':>5}{'k':>7}{'n':>7}{'time (ms)':>12}{'GFLOP/s':>10}{'FLOP/B':>9}"
+             f"{'roofline (ms)':>15}{'error':>8}  bound"]  # fmt: skip
     for r in rows:
-        lines.append(f"{r.m:>5}{r.seconds * 1e3:>12.4f}{r.achieved_flops / 1e9:>10.2f}"
+        lines.append(f"{r.m:>5}{r.k:>7}{r.n:>7}{r.seconds * 1e3:>12.4f}"
+                     f"{r.achieved_flops / 1e9:>10.2f}"
                      f"{r.intensity:>9.1f}{r.predicted_s * 1e3:>15.4f}"
                      f"{prediction_error(r.predicted_s, r.seconds):>+8.0%}  {r.bound}")  # fmt: skip
     return "\n".join(lines)
 
 
 def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", axes=None):
-    """Left: the layer's measured points on the measured roofline. Right: measured time
-    against m beside the roofline time, with the predicted knee (``knee_tokens``) and the
-    measured one (``measured_knee``). Returns (figure, what plot_roofline drew, rows)."""
+    """Left: the layer's measured points on the measured roofline. Right: achieved FLOP/s
+    against m beside the roofline's attainable FLOP/s, with the predicted knee
+    (``knee_tokens`` of the real shape, measured ceilings) and the measured one
+    (``measured_knee``). Returns (figure, what plot_roofline drew, rows)."""
     import matplotlib.pyplot as plt
 
     rows = layer_points(results, layer, dtype)
@@ -184,20 +245,24 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
                           points={f"m={r.m}": (r.intensity, r.achieved_flops) for r in rows},
                           label=f"measured roofline, {dtype}")  # fmt: skip
     left.set_ylabel("achieved FLOP/s")
-    k, n = rows[0].k, rows[0].n
-    left.set_title(f"{layer}: [m×{k}]·[{k}×{n}], {dtype}", fontsize=10)
+    first = rows[0]
+    left.set_title(f"{layer}: [m×{first.k}]·[{first.k}×{first.n}] at m={first.m}, {dtype}",
+                   fontsize=10)  # fmt: skip
 
     ms = [r.m for r in rows]
-    right.plot(ms, [r.seconds for r in rows], "o", label="measured (median)")
-    right.plot(ms, [r.predicted_s for r in rows], "-", label="roofline, measured ceilings")
-    predicted_knee = knee_tokens(k, n, peak, bandwidth, dtype)
+    right.plot(ms, [r.achieved_flops for r in rows], "o", label="measured")
+    right.plot(ms, [2 * r.m * r.k * r.n / r.predicted_s for r in rows], "-",
+               label="roofline, measured ceilings")  # fmt: skip
+    right.axhline(peak, color="gray", ls="--", lw=1, label="matmul ceiling")
+    predicted_knee = knee_tokens(first.k, first.n, peak, bandwidth, dtype)
     if predicted_knee is not None:
         right.axvline(predicted_knee, color="C1", ls=":",
                       label=f"predicted knee m={predicted_knee}")  # fmt: skip
     knee = measured_knee(rows)
     if knee is not None:
-        right.axvline(knee, color="C0", ls="--", lw=1, label=f"measured knee m≈{knee:.3g}")
-    right.set(xscale="log", yscale="log", xlabel="tokens m", ylabel="seconds per matmul")
+        right.axvline(knee, color="C0", ls="--", lw=1, label=f"measured knee m={knee}")
+    right.set(xscale="log", yscale="log", xlabel="tokens m", ylabel="achieved FLOP/s")
+    right.set_title("linear in m below the knee, flat above", fontsize=10)
     right.grid(True, which="major", alpha=0.3)
     right.legend(fontsize=8)
     fig.tight_layout()

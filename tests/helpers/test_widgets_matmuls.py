@@ -97,19 +97,49 @@ def test_layer_points_rejects_unknown_layer_and_dtype(results):
 
 
 def test_measured_knee_of_an_ideal_device_is_the_predicted_knee(results):
-    # Uniformly slower than the roofline: both asymptotes move together, the knee does not.
+    # Uniformly slower than the roofline: both achieved roofs drop together, the ridge and
+    # the knee do not move.
     rows = matmuls.layer_points(results, "gate", "fp32")
     predicted = matmuls.knee_tokens(448, 2368, PEAK["fp32"], BANDWIDTH, "fp32")
     assert predicted == 22  # ridge · b / 2 = 20, pushed up by the activations
-    assert math.isclose(matmuls.measured_knee(rows), predicted, rel_tol=0.25)
-    assert matmuls.measured_knee(rows[:1]) is None
+    assert math.isclose(matmuls.measured_ridge(rows), PEAK["fp32"] / BANDWIDTH, rel_tol=1e-3)
+    assert matmuls.measured_knee(rows) == predicted
+    assert matmuls.measured_knee(rows[:1]) is None and matmuls.measured_ridge(rows[:1]) is None
+
+
+def test_measured_knee_moves_right_with_per_call_overhead():
+    # A fixed cost per call lowers the achieved bandwidth of the one-token point: the flat
+    # part of the time curve rises and meets the compute line later.
+    def overhead(p, seconds):
+        t = p["median_s"] + seconds
+        return {**p, "median_s": t, "achieved_flops": p["flops"] / t}
+
+    k, n = SHAPES["gate,up"]
+    points = [_point("bf16", "gate,up", m, k, n) for m in TOKENS]
+    results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
+               "points": [overhead(p, 1e-4) for p in points]}
+    rows = matmuls.layer_points(results, "up", "bf16")
+    assert matmuls.measured_knee(rows) > matmuls.knee_tokens(k, n, PEAK["bf16"], BANDWIDTH,
+                                                             "bf16")
+
+
+def test_mixed_scales_use_the_smallest_m_shape():
+    # bench scales prefill-sized GEMMs down on a CPU: the last point is a smaller matrix.
+    points = [_point("fp32", "down", m, 2368, 448) for m in (1, 4, 16)]
+    points.append({**_point("fp32", "down", 4096, 296, 56), "scale": 8})
+    results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
+               "points": points}
+    rows = matmuls.layer_points(results, "down", "fp32")
+    assert [r.scale for r in rows] == [1, 1, 1, 8]
+    assert matmuls.measured_knee(rows) == matmuls.knee_tokens(2368, 448, PEAK["fp32"],
+                                                              BANDWIDTH, "fp32")
 
 
 def test_table_lists_every_point(results):
     rows = matmuls.layer_points(results, "k", "fp32")
     text = matmuls.table(rows)
     assert len(text.splitlines()) == 1 + len(TOKENS)
-    assert "-20%" in text  # 1.25× slower than predicted: predicted / measured − 1
+    assert "-20%" in text and "448" in text  # 1.25× slower than predicted: predicted / measured − 1
 
 
 def test_draw_puts_the_points_on_the_measured_roofline(results):
@@ -121,6 +151,8 @@ def test_draw_puts_the_points_on_the_measured_roofline(results):
     assert list(drawn.points) == [f"m={m}" for m in TOKENS]
     assert drawn.points["m=1"] == (rows[0].intensity, rows[0].achieved_flops)
     assert len(fig.axes) == 2
+    right = fig.axes[1]
+    assert [tuple(line.get_xdata()) for line in right.lines][0] == TOKENS
     plt.close(fig)
 
 
@@ -140,3 +172,18 @@ def test_sweep_results_round_trips_dataclasses():
     results = matmuls.sweep_results(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
     assert results["scale"] == 8 and results["points"][0]["m"] == 4
     assert matmuls.layer_points(results, "down", "fp32")[0].m == 4
+
+
+def test_timing_threads_leaves_busy_cores_alone():
+    assert matmuls.timing_threads(2, None) == 2
+    assert matmuls.timing_threads(2, 0.2) == 2
+    assert matmuls.timing_threads(2, 1.1) == 1
+    assert matmuls.timing_threads(2, 3.7) == 1
+    assert matmuls.timing_threads(16, 2.0) == 14
+    with pytest.raises(ValueError):
+        matmuls.timing_threads(0, 0.0)
+
+
+def test_busy_cores_is_a_share_of_the_machine():
+    busy = matmuls.busy_cores(0.05)
+    assert busy is None or busy >= 0.0
