@@ -1,25 +1,17 @@
-"""A temporary course: the fixture chapter's source, its release made by nbgrader, and
-helpers that build submissions from the release by putting answers into answer cells."""
+"""A temporary course: the fixture chapter's source and its release made by nbgrader."""
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import shutil
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import fixture  # noqa: E402
+import grading_fixture as fixture  # noqa: E402
 
-from grading import build, course, sandbox  # noqa: E402
-
-SANDBOX = sandbox.bwrap_works()
-needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not available (make sandbox)")
+from grading import build, course  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,55 +25,3 @@ def demo(tmp_path_factory) -> dict:
         "release": root / "release",
         "assignment": course.load(fixture.NAME, root / "source"),
     }
-
-
-def release_of(release_dir: Path, name: str) -> nbformat.NotebookNode:
-    return nbformat.read(release_dir / name / f"{name}.ipynb", as_version=4)
-
-
-def fill(release: nbformat.NotebookNode, answers: dict[str, str]) -> nbformat.NotebookNode:
-    """A copy of the release notebook with these answer cells' sources replaced."""
-    nb = copy.deepcopy(release)
-    for cell in nb.cells:
-        grade_id = course.meta(cell).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-    return nb
-
-
-def solutions_of(source_dir: Path, name: str) -> dict[str, str]:
-    """Every answer cell's solution (code and written), by grade_id, from the source."""
-    nb = nbformat.read(course.source_notebook(name, source_dir), as_version=4)
-    solved = [c for c in nb.cells if course.meta(c).get("solution")]
-    return {course.meta(c)["grade_id"]: c.source for c in solved}
-
-
-def demo_answers(kind: dict[str, str]) -> dict[str, str]:
-    """``kind``: answer grade_id -> "right" or "wrong" (fixture bodies)."""
-    return {
-        answer_id: fixture.EXERCISES[answer_id][1 if how == "right" else 2]
-        for answer_id, how in kind.items()
-    }
-
-
-def submit(course_dir: Path, student: str, name: str, nb_or_bytes, file_name=None) -> Path:
-    folder = course_dir / "submitted" / student / name
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (file_name or f"{name}.ipynb")
-    if isinstance(nb_or_bytes, bytes):
-        path.write_bytes(nb_or_bytes)
-    else:
-        nbformat.write(nb_or_bytes, path)
-    return path
-
-
-def tree_digest(folder: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
-def copy_tree(source: Path, target: Path) -> None:
-    shutil.copytree(source, target, dirs_exist_ok=True)

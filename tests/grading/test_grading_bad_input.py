@@ -13,8 +13,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import SANDBOX, demo_answers, fill, needs_bwrap, release_of, submit
-from fixture import EXERCISES, MAX_AUTO, NAME
+from grading_fixture import EXERCISES, MAX_AUTO, NAME
+from grading_support import SANDBOX, demo_answers, fill, needs_bwrap, release_of, submit
 
 from grading import build, grader, ingest, report
 

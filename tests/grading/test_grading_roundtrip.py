@@ -11,7 +11,8 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import (
+from grading_fixture import EXERCISES, MAX_AUTO, NAME
+from grading_support import (
     SANDBOX,
     demo_answers,
     fill,
@@ -20,7 +21,6 @@ from conftest import (
     submit,
     tree_digest,
 )
-from fixture import EXERCISES, MAX_AUTO, NAME
 
 from grading import build, course, gradebook, grader, report
 

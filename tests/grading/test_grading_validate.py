@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import fill, release_of, solutions_of
-from fixture import NAME
+from grading_fixture import NAME
+from grading_support import fill, release_of, solutions_of
 
 from grading import build, course
 

@@ -7,8 +7,8 @@ the fixture's ``square`` exercise, whose right answer is ``n * n``."""
 from __future__ import annotations
 
 import pytest
-from conftest import needs_bwrap
-from fixture import EXERCISES, SETUP, with_hidden_tests
+from grading_fixture import EXERCISES, SETUP, with_hidden_tests
+from grading_support import needs_bwrap
 
 from grading import sandbox
 
