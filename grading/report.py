@@ -68,6 +68,18 @@ def grades_csv(
     return out.getvalue()
 
 
+def reasons_csv(results: list[StudentResult]) -> str:
+    """One row per student and question: the score and why (status and detail)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", "question", "score", "points", "status", "reason"])
+    for result in results:
+        for q in result.questions:
+            writer.writerow([result.student, q.grade_id, number(q.score), number(q.points),
+                             q.status, q.detail])  # fmt: skip
+    return out.getvalue()
+
+
 def number(value: float | None) -> str:
     if value is None:
         return ""
@@ -222,13 +234,16 @@ def write_reports(
     manual: dict[tuple[str, str], float] | None = None,
     progress: bool = False,
 ) -> dict[str, Path]:
-    """grades.csv, summary.md and summary.png under ``course/reports/<assignment>/``, and
+    """grades.csv, reasons.csv, summary.md and summary.png under
+    ``course/reports/<assignment>/``, and
     ``course/feedback/<student>/<assignment>/<assignment>.html`` for each student."""
     reports = course / "reports" / assignment.name
     plot = reports / "summary.png"
     plot_distribution(results, assignment, plot)
-    written = {"csv": reports / "grades.csv", "summary": reports / "summary.md", "plot": plot}
+    written = {"csv": reports / "grades.csv", "reasons": reports / "reasons.csv",
+               "summary": reports / "summary.md", "plot": plot}  # fmt: skip
     write_atomically(written["csv"], grades_csv(results, assignment, manual))
+    write_atomically(written["reasons"], reasons_csv(results))
     write_atomically(written["summary"], summary(results, assignment, plot))
     for result in tqdm(results, desc="feedback", unit="student", disable=not progress):
         submission = None

@@ -110,6 +110,11 @@ def test_report_names_every_flagged_student(batch):
         assert f"**{student}**" in summary, student
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO(batch[1]["csv"].read_text()))}
     assert "wrong file name" in rows["renamed"]["flags"] and rows["renamed"]["auto_score"] == "6"
+    reasons = list(csv.DictReader(io.StringIO(batch[1]["reasons"].read_text())))
+    assert {"student": "deleted", "question": "ch99_mean_test", "score": "0", "points": "2",
+            "status": "missing", "reason": "answer cell ch99_mean not found"} in reasons
+    assert {(r["student"], r["status"]) for r in reasons} >= {("corrupt", "corrupt"),
+                                                              ("absent", "missing")}
 
 
 def make_zip(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
