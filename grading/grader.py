@@ -261,8 +261,17 @@ def grade_batch(
         try:
             for future in as_completed(futures):
                 student = futures[future]
-                results[student] = future.result()
-                write_atomically(results_dir / f"{student}.json", results[student].to_json())
+                try:
+                    results[student] = future.result()
+                except Exception as error:  # the grader's own failure: not stored, so a
+                    results[student] = StudentResult(  # rerun tries this student again
+                        student, assignment.name,
+                        zero(assignment, "crash", "the grader failed on this submission"),
+                        [f"grader error (rerun to retry): {type(error).__name__}: {error}"],
+                    )  # fmt: skip
+                else:
+                    write_atomically(results_dir / f"{student}.json",
+                                     results[student].to_json())  # fmt: skip
                 bar.update()
         except BaseException:  # Ctrl-C: stop queued work; what is stored stays for a resume
             pool.shutdown(wait=False, cancel_futures=True)

@@ -90,7 +90,7 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _bwrap(report_fd: int, limits: Limits) -> list[str]:
+def _bwrap(limits: Limits) -> list[str]:
     python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
     package_dirs = {Path(p).resolve() for p in helpers.__path__}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds()]
@@ -142,7 +142,7 @@ def run(
                 for q, n in zip(questions, nonces, strict=True)
             ],
         }
-        command = _bwrap(report_fd, limits) if sandbox else [sys.executable, "-I", str(RUNNER)]
+        command = _bwrap(limits) if sandbox else [sys.executable, "-I", str(RUNNER)]
         overall = limits.wall_s * len(questions) + 120  # startup and imports
         try:
             with open(log_path, "wb") as log:
