@@ -39,7 +39,11 @@ def grade_command(args: argparse.Namespace) -> int:
     except sandbox.SandboxUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    assignment = course.load(args.assignment, args.source)
+    try:
+        assignment = course.load(args.assignment, args.source)
+    except (OSError, ValueError) as error:
+        print(f"error: cannot read assignment {args.assignment}: {error}", file=sys.stderr)
+        return 2
     submitted = args.course / "submitted"
     submitted.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
@@ -69,7 +73,7 @@ def grade_command(args: argparse.Namespace) -> int:
         manual = gradebook.manual_scores(args.course, assignment)
     except Exception as error:  # noqa: BLE001 - report and go on
         print(f"warning: nbgrader gradebook not updated: {error}", file=sys.stderr)
-    paths = report.write_reports(results, assignment, args.course, manual, progress=True)
+    paths = report.write_reports(results, assignment, args.course, manual, notes, progress=True)
     flagged = [r for r in results if report.needs_attention(r, assignment)]
     print(f"{assignment.name}: {len(results)} students graded, {len(flagged)} need attention")
     for result in flagged:

@@ -94,8 +94,14 @@ def needs_attention(result: StudentResult, assignment: Assignment) -> list[str]:
     return list(dict.fromkeys(reasons))
 
 
-def summary(results: list[StudentResult], assignment: Assignment, plot: Path | None) -> str:
-    """Markdown: per question the score distribution and statuses; who needs attention."""
+def summary(
+    results: list[StudentResult],
+    assignment: Assignment,
+    plot: Path | None,
+    notes: list[str] | None = None,
+) -> str:
+    """Markdown: per question the score distribution and statuses; who needs attention;
+    what the ingest skipped."""
     lines = [f"# {assignment.name}: {len(results)} students", ""]
     lines += ["| question | points | mean | full marks | zero | statuses |",
               "|---|---|---|---|---|---|"]  # fmt: skip
@@ -124,6 +130,9 @@ def summary(results: list[StudentResult], assignment: Assignment, plot: Path | N
     attention = [(s, why) for s, why in attention if why]
     lines += ["", f"## Needs attention ({len(attention)})", ""]
     lines += [f"- **{s}**: {'; '.join(why)}" for s, why in attention] or ["Nobody."]
+    if notes:
+        lines += ["", f"## Files skipped when ingesting ({len(notes)})", ""]
+        lines += [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -232,6 +241,7 @@ def write_reports(
     assignment: Assignment,
     course: Path,
     manual: dict[tuple[str, str], float] | None = None,
+    notes: list[str] | None = None,
     progress: bool = False,
 ) -> dict[str, Path]:
     """grades.csv, reasons.csv, summary.md and summary.png under
@@ -244,7 +254,7 @@ def write_reports(
                "summary": reports / "summary.md", "plot": plot}  # fmt: skip
     write_atomically(written["csv"], grades_csv(results, assignment, manual))
     write_atomically(written["reasons"], reasons_csv(results))
-    write_atomically(written["summary"], summary(results, assignment, plot))
+    write_atomically(written["summary"], summary(results, assignment, plot, notes))
     for result in tqdm(results, desc="feedback", unit="student", disable=not progress):
         submission = None
         if result.file:

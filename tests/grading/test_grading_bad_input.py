@@ -180,6 +180,7 @@ def test_cli_grades_a_zip_end_to_end(demo, tmp_path):
     archive = make_zip(tmp_path / "download.zip", {
         f"alice_1_2_{NAME}.ipynb": good,
         f"bob_3_4_{NAME}.ipynb": b"not a notebook",
+        "notes.txt": b"no student in this name",
     })  # fmt: skip
     roster = tmp_path / "roster.txt"
     roster.write_text("alice\nbob\ncarol\n")
@@ -191,6 +192,9 @@ def test_cli_grades_a_zip_end_to_end(demo, tmp_path):
     assert "bob: corrupt notebook" in result.stdout and "carol: missing notebook" in result.stdout
     rows = (tmp_path / "course" / "reports" / NAME / "grades.csv").read_text().splitlines()
     assert rows[1].startswith(f"alice,{NAME},1,2,3,,6,6,,2,6,8,")
+    summary = (tmp_path / "course" / "reports" / NAME / "summary.md").read_text()
+    assert "notes.txt: skipped (no student in the file name)" in summary
+    assert "**bob**: corrupt notebook" in summary and "**carol**: missing notebook" in summary
 
 
 def test_cli_refuses_without_a_sandbox_unless_unsafe(demo, tmp_path):
