@@ -122,3 +122,12 @@ def test_sandbox_isolation():
     assert results["no solutions or course folders"].status == "error"  # ImportError
     for probe in list(PROBES)[1:]:
         assert results[probe].passed, (probe, results[probe])
+
+
+def test_unsafe_mode_grades_the_same_without_bubblewrap():
+    """--unsafe (no sandbox) keeps the two processes, the limits and the verdicts."""
+    names = ("honest", "shadows the checker", "exits inside the call")
+    full = with_hidden_tests(VISIBLE, HIDDEN)
+    questions = [sandbox.Question(SETUP, ATTACKS[n][0], VISIBLE, full, ("square",)) for n in names]
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=False)
+    assert [o.status for o in outcomes] == ["passed", "failed", "crash"]
