@@ -131,3 +131,16 @@ def test_unsafe_mode_grades_the_same_without_bubblewrap():
     questions = [sandbox.Question(SETUP, ATTACKS[n][0], VISIBLE, full, ("square",)) for n in names]
     outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=False)
     assert [o.status for o in outcomes] == ["passed", "failed", "crash"]
+
+
+def test_an_exercise_may_redefine_a_setup_name():
+    """When the setup imports the reference under the exercise's own name, the tests must
+    still call the student's version (so a blank answer cannot pass on the reference)."""
+    setup = SETUP + "\nfrom math import factorial"
+    test = "check_int(factorial(5), 120, 'factorial(5)')"
+    stub = "def factorial(n):\n    raise NotImplementedError()"
+    right = "def factorial(n):\n    return 1 if n < 2 else n * factorial(n - 1)"
+    questions = [sandbox.Question(setup, answer, test, test, ("factorial",))
+                 for answer in (stub, right)]  # fmt: skip
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=sandbox.bwrap_works())
+    assert [o.status for o in outcomes] == ["failed", "passed"]
