@@ -228,7 +228,7 @@ def sweep(
                         bar.update()
                     del weights
     order = {name: i for i, name in enumerate(s.label for s in layer_shapes(cfg))}
-    return sorted(points, key=lambda p: (dtypes.index(p.dtype), order[p.shape], p.m))
+    return sorted(points, key=lambda p: (dtypes.index(p.dtype), order.get(p.shape, 0), p.m))
 
 
 def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, float]:
