@@ -39,6 +39,7 @@ __all__ = [
     "busy_cores",
     "timing_threads",
     "sweep_results",
+    "roofline_results",
     "layer_points",
     "measured_ridge",
     "measured_knee",
@@ -146,6 +147,42 @@ def sweep_results(ceilings: Any, points: Sequence[Any], **extra: Any) -> dict[st
     }
 
 
+def roofline_results(
+    model: str = "Qwen2.5-7B", chip: str = "H100 SXM", dtypes: Sequence[str] = ("fp32", "bf16"),
+    tokens: Sequence[int] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A sweep result whose every "measurement" is the roofline's own prediction from a chip's
+    datasheet (``helpers.hardware``): what a device meeting its ceilings exactly would show,
+    for the model's real shapes at m = 1, 2, 4, …, 4096. A prediction, never a measurement:
+    its device is "roofline" and its name says so."""
+    from helpers import bench, hardware, models
+
+    cfg, hw = models.get(model), hardware.get(chip)
+    tokens = list(tokens) if tokens is not None else bench.token_counts()
+    points = []
+    for dtype in dtypes:
+        for shape in bench.layer_shapes(cfg):
+            for m in tokens:
+                flops, nbytes = matmul_flops(m, shape.k, shape.n), linear_bytes(m, shape.k,
+                                                                               shape.n, dtype)
+                time = roofline_time(flops, nbytes, hw, dtype)
+                points.append({
+                    "dtype": dtype, "shape": shape.label, "count": shape.count, "scale": 1,
+                    "m": m, "k": shape.k, "n": shape.n, "flops": flops, "bytes": nbytes,
+                    "intensity": flops / nbytes, "median_s": time.seconds,
+                    "achieved_flops": flops / time.seconds,
+                    "achieved_bandwidth": nbytes / time.seconds, "predicted_s": time.seconds,
+                    "prediction_error": 0.0, "bound": time.bound,
+                })  # fmt: skip
+    return {
+        "device": "roofline",
+        "device_name": f"{chip} datasheet roofline (predicted, not measured)",
+        "model": model,
+        "ceilings": {"matmul_flops": {d: hw.peak(d) for d in dtypes}, "bandwidth": hw.bandwidth},
+        "points": points,
+    }
+
+
 @dataclass(frozen=True)
 class LayerPoint:
     """One measured point of one layer: m tokens, the shape timed (``scale``: every dimension
@@ -241,18 +278,31 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     left, right = axes
     fig = left.figure
+    ideal = results.get("device") == "roofline"  # roofline_results: predicted, not measured
+    ceilings_kind, points_kind = ("datasheet", "ideal device") if ideal else ("measured",
+                                                                              "measured")
+    many = len(rows) > 7  # label every other point, so the labels stay legible
     drawn = plot_roofline(left, peak, bandwidth,
                           points={f"m={r.m}": (r.intensity, r.achieved_flops) for r in rows},
-                          label=f"measured roofline, {dtype}")  # fmt: skip
+                          label=f"{ceilings_kind} roofline, {dtype}", annotate=not many)
+    if many:
+        ridge = peak / bandwidth
+        left.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, 0.02), xytext=(4, 0),
+                      xycoords=left.get_xaxis_transform(), textcoords="offset points",
+                      fontsize=8)
+        for i, r in enumerate(rows[::2]):  # alternately below right and above left
+            dx, dy, align = (7, -12, "left") if i % 2 == 0 else (-7, 6, "right")
+            left.annotate(f"m={r.m}", (r.intensity, r.achieved_flops), xytext=(dx, dy),
+                          textcoords="offset points", fontsize=8, ha=align)
     left.set_ylabel("achieved FLOP/s")
     first = rows[0]
     left.set_title(f"{layer}: [m×{first.k}]·[{first.k}×{first.n}] at m={first.m}, {dtype}",
                    fontsize=10)  # fmt: skip
 
     ms = [r.m for r in rows]
-    right.plot(ms, [r.achieved_flops for r in rows], "o", label="measured")
+    right.plot(ms, [r.achieved_flops for r in rows], "o", label=points_kind)
     right.plot(ms, [2 * r.m * r.k * r.n / r.predicted_s for r in rows], "-",
-               label="roofline, measured ceilings")  # fmt: skip
+               label=f"roofline, {ceilings_kind} ceilings")  # fmt: skip
     right.axhline(peak, color="gray", ls="--", lw=1, label="matmul ceiling")
     predicted_knee = knee_tokens(first.k, first.n, peak, bandwidth, dtype)
     if predicted_knee is not None:
@@ -260,7 +310,7 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
                       label=f"predicted knee m={predicted_knee}")  # fmt: skip
     knee = measured_knee(rows)
     if knee is not None:
-        right.axvline(knee, color="C0", ls="--", lw=1, label=f"measured knee m={knee}")
+        right.axvline(knee, color="C0", ls="--", lw=1, label=f"{points_kind} knee m={knee}")
     right.set(xscale="log", yscale="log", xlabel="tokens m", ylabel="achieved FLOP/s")
     right.set_title("linear in m below the knee, flat above", fontsize=10)
     right.grid(True, which="major", alpha=0.3)
@@ -270,9 +320,16 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
 
 
 def show(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32") -> None:
-    """Print the layer's table and draw it (what the notebook's dropdowns call)."""
+    """Print the layer's table and draw it (what the notebook's dropdowns call); a dtype
+    the sweep lacks is said in words, not raised."""
     import matplotlib.pyplot as plt
 
+    measured = results["ceilings"]["matmul_flops"]
+    if dtype not in measured:
+        print(f"{results.get('device_name', 'this sweep')} has no {dtype} points; "
+              f"it has: {', '.join(measured)}")
+        return
+    print(f"{results.get('device_name', '')}: {layer}, {dtype}")
     rows = layer_points(results, layer, dtype)
     print(table(rows))
     draw(results, layer, dtype)

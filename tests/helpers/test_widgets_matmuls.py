@@ -187,3 +187,30 @@ def test_timing_threads_leaves_busy_cores_alone():
 def test_busy_cores_is_a_share_of_the_machine():
     busy = matmuls.busy_cores(0.05)
     assert busy is None or busy >= 0.0
+
+
+def test_roofline_results_is_an_ideal_device():
+    from helpers import hardware
+
+    ideal = matmuls.roofline_results("Qwen2.5-7B", "H100 SXM", ("bf16",), tokens=[1, 64, 4096])
+    assert ideal["device"] == "roofline" and "not measured" in ideal["device_name"]
+    hw = hardware.get("H100 SXM")
+    rows = matmuls.layer_points(ideal, "gate", "bf16")
+    assert [r.m for r in rows] == [1, 64, 4096]
+    assert all(r.seconds == r.predicted_s for r in rows)
+    assert rows[0].bound == "memory" and rows[-1].bound == "compute"
+    assert math.isclose(rows[0].achieved_bandwidth, hw.bandwidth)
+    assert math.isclose(rows[-1].achieved_flops, hw.peak("bf16"))
+    # On an ideal device the measured knee is the predicted one.
+    assert matmuls.measured_knee(rows) == matmuls.knee_tokens(3584, 18944, hw.peak("bf16"),
+                                                              hw.bandwidth, "bf16") == 328
+
+
+def test_show_names_a_missing_dtype(results, capsys):
+    import matplotlib.pyplot as plt
+
+    matmuls.show(results, "q", "fp16")
+    assert "no fp16 points" in capsys.readouterr().out
+    matmuls.show(results, "q", "bf16")
+    assert "m=1" not in capsys.readouterr().out  # the table, not the figure's labels
+    plt.close("all")
