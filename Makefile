@@ -36,9 +36,10 @@ system-packages:
 	  else echo "note: $${pair#*:} is not installed; the tests that need it will fail"; fi; \
 	done
 
-# Containers often run as root, which JupyterLab refuses without --allow-root.
+# Containers often run as root, which JupyterLab refuses without --allow-root. The course
+# config makes nbgrader's Validate button treat stderr (torch's warnings) as plain output.
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/grading $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 lint: env
 	$(VENV)/bin/ruff check .
