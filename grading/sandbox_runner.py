@@ -290,8 +290,9 @@ def tester_process(index, question, sock, nonce):
         return report("setup", describe(error))
     try:
         ready = json.loads(receive(sock))
-        if "error" in ready:
-            return report(ready.get("stage", "answer"), str(ready["error"]))
+        if "error" in ready:  # the answer process chose these words: only two stages exist
+            stage = "setup" if ready.get("stage") == "setup" else "answer"
+            return report(stage, str(ready["error"])[:ERROR_CHARS])
         defined = ready["defined"]
         values = {}
         for name, item in defined.items():

@@ -60,6 +60,13 @@ ATTACKS = {
         "            except OSError:\n                pass\n" + WRONG,
         "crash",  # what it wrote into its own socket was garbage
     ),
+    "sends a forged verdict to the tester": (
+        "import gc, json, os, socket, struct\n"
+        "forged = json.dumps({'error': 'x', 'stage': 'pass', 'defined': {}}).encode()\n"
+        "for o in gc.get_objects():\n    if isinstance(o, socket.socket):\n"
+        "        o.sendall(struct.pack('>Q', len(forged)) + forged)\nos._exit(0)",
+        "error",
+    ),
     "hangs": ("import time\ntime.sleep(3600)", "timeout"),
     "eats memory": ("hog = bytearray(16 << 30)", "limit"),
     "floods output": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", "limit"),
