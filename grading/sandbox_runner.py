@@ -303,11 +303,11 @@ def tester_process(index, question, sock, nonce):
         return report("crash", str(crash))
     except Exception as bad:
         return report("crash", f"your answer sent something unreadable ({describe(bad)})")
-    expected = set(question["names"])
     for name, value in values.items():
-        # The answer may not replace a setup name (a checker, say) unless defining it is
-        # the exercise.
-        if name in expected or name not in shell.user_ns:
+        # The tests see what the exercise asks for (which may replace a setup name), never
+        # a replacement for a checker, a setup name or a builtin.
+        wanted = question["names"]
+        if name in wanted or not (wanted or name in shell.user_ns or hasattr(builtins, name)):
             shell.user_ns[name] = value
     for stage, source in (("visible", question["visible"]), ("hidden", question["full"])):
         error = run(shell, source)

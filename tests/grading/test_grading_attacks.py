@@ -131,6 +131,18 @@ def test_sandbox_isolation():
         assert results[probe].passed, (probe, results[probe])
 
 
+@pytest.mark.parametrize("names", [(), ("square",)])
+def test_answer_cannot_replace_a_builtin_the_test_uses(names):
+    """A test cell that leans on a builtin (abs) must get the real one, whether or not the
+    exercise's names are known."""
+    test = "assert abs(square(3) - 9) < 1e-9, 'square(3)'"
+    cheat = "def abs(x):\n    return 0\n\ndef square(n):\n    return 0"
+    honest = "def square(n):\n    return n * n"
+    questions = [sandbox.Question("", answer, test, test, names) for answer in (cheat, honest)]
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=sandbox.bwrap_works())
+    assert [o.status for o in outcomes] == ["failed", "passed"]
+
+
 def test_unsafe_mode_grades_the_same_without_bubblewrap():
     """--unsafe (no sandbox) keeps the two processes, the limits and the verdicts."""
     names = ("honest", "shadows the checker", "exits inside the call")
