@@ -291,7 +291,7 @@ def measure_ceilings(
         matmul_shape=best_shape,
         bandwidth=bandwidth,
         bandwidth_method=f"x.sum() over a {nbytes / MiB:.0f} MiB fp32 buffer; "
-        "bytes = buffer size, read once per call; fastest sample",
+        "bytes = buffer size, read once per call",
         cache_bytes=timing.last_level_cache_bytes(device),
         memory_bytes=device_memory_bytes(device),
         datasheet_chip=chip,
