@@ -7,9 +7,9 @@
   read-dominated stream like a decode matmul's weight read. Bytes counted = the buffer's
   size, read once per call; the one-element result's write is negligible.
 
-A ceiling is the best the device did, so each uses its fastest sample (a sample is the mean
-of a block of calls), not the median: interference from other processes only ever slows a
-sample down, and a ceiling pulled down by it would let ordinary matmuls "beat" it.
+Each GEMM or stream is timed like every sweep point (``helpers.timing``: median of the
+samples), and the ceiling is the best shape (as mamf-finder does), so that a sweep point's
+share of the ceiling compares like with like.
 
 Both are labelled "measured" and carry the device name, torch version and date; where the
 device is in ``helpers.hardware``'s table, its datasheet figures sit beside them.
@@ -208,8 +208,7 @@ def gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
 def measure_matmul_ceiling(
     device: str, dtype: str, quick: bool = True, shapes: list[tuple[int, int, int]] | None = None
 ) -> tuple[float, tuple[int, int, int]]:
-    """Best FLOP/s (fastest sample) over ``shapes`` (default ``gemm_shapes``) and the shape
-    that reached it.
+    """Best FLOP/s over ``shapes`` (default ``gemm_shapes``) and the shape that reached it.
 
     The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
     its best case, which is what a ceiling is.
@@ -223,7 +222,7 @@ def measure_matmul_ceiling(
         measured = timing.time_callable(F.linear, [(x, w)], device, warmup=1,
                                         min_run_time=0.1 if quick else 0.5,
                                         max_run_time=0.5 if quick else 3.0)  # fmt: skip
-        flops = timing.achieved_flops(2 * m * k * n, measured.min_s)
+        flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
         if best is None or flops > best[0]:
             best = (flops, (m, k, n))
         del x, w
@@ -240,8 +239,8 @@ def bandwidth_buffer_bytes(device: str, quick: bool) -> int:
 
 
 def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None) -> float:
-    """Read bandwidth in B/s (fastest sample): ``x.sum()`` over an fp32 buffer of ``nbytes``
-    (default ``bandwidth_buffer_bytes``); bytes counted = the buffer, read once per call."""
+    """Read bandwidth in B/s: ``x.sum()`` over an fp32 buffer of ``nbytes`` (default
+    ``bandwidth_buffer_bytes``); bytes counted = the buffer, read once per call."""
     import torch
 
     nbytes = nbytes or bandwidth_buffer_bytes(device, quick)
@@ -249,7 +248,7 @@ def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None
     measured = timing.time_callable(torch.sum, [(x,)], device, warmup=2,
                                     min_run_time=0.2 if quick else 1.0,
                                     max_run_time=0.5 if quick else 3.0)  # fmt: skip
-    return timing.achieved_bandwidth(x.numel() * x.element_size(), measured.min_s)
+    return timing.achieved_bandwidth(x.numel() * x.element_size(), measured.median_s)
 
 
 def measure_ceilings(
