@@ -433,20 +433,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Measure this device's ceilings and sweep a preset's linear layers "
         "over m = 1 … 4096 tokens (chapter 5).",
     )
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda, cuda:N or mps (default: cuda, then mps, then cpu)")
-    parser.add_argument("--dtype", action="append",
-                        help="fp32, bf16 or fp16; repeat or comma-separate (default fp32,bf16)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, cuda:N or mps (default: cuda, then mps, then cpu)",
+    )
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        help="fp32, bf16 or fp16; repeat or comma-separate (default fp32,bf16)",
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"preset (default {DEFAULT_MODEL})")
-    parser.add_argument("--quick", action="store_true",
-                        help="short timings and ceiling GEMMs; on a CPU, prefill-sized "
-                        "GEMMs scaled down")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="short timings and ceiling GEMMs; on a CPU, prefill-sized GEMMs scaled down",
+    )
     parser.add_argument("--out", default="bench-results", help="folder for the JSON and PNG")
-    parser.add_argument("--scale", type=int, default=None,
-                        help="divide every layer dimension by this at every m "
-                        "(default: automatic)")
-    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
-                        help=f"largest m of the sweep (default {MAX_TOKENS})")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=None,
+        help="divide every layer dimension by this at every m (default: automatic)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help=f"largest m of the sweep (default {MAX_TOKENS})",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)  # fmt: skip
     try:

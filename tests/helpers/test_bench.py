@@ -93,12 +93,28 @@ def test_bound_follows_the_measured_ridge():
 
 
 def _point(dtype, m, count, flops, nbytes, median_s, predicted_s):
-    return bench.SweepPoint(dtype=dtype, shape="s", count=count, scale=1, m=m, k=1, n=1,
-                            flops=flops, bytes=nbytes, intensity=flops / nbytes, median_s=median_s,
-                            iqr_s=0.0, min_s=median_s, max_s=median_s, samples=4,
-                            achieved_flops=flops / median_s,
-                            achieved_bandwidth=nbytes / median_s, predicted_s=predicted_s,
-                            prediction_error=predicted_s / median_s - 1, bound="memory")
+    return bench.SweepPoint(
+        dtype=dtype,
+        shape="s",
+        count=count,
+        scale=1,
+        m=m,
+        k=1,
+        n=1,
+        flops=flops,
+        bytes=nbytes,
+        intensity=flops / nbytes,
+        median_s=median_s,
+        iqr_s=0.0,
+        min_s=median_s,
+        max_s=median_s,
+        samples=4,
+        achieved_flops=flops / median_s,
+        achieved_bandwidth=nbytes / median_s,
+        predicted_s=predicted_s,
+        prediction_error=predicted_s / median_s - 1,
+        bound="memory",
+    )
 
 
 def test_summary_weights_shapes_by_use():
