@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from helpers import ceilings as ceilings_mod
-from helpers import timing
+from helpers import plots, timing
 from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
 from helpers.memory import linear_bytes
@@ -311,16 +311,16 @@ def plot_roofline(points: Sequence[SweepPoint], ceilings: Ceilings, path: str) -
 
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
     intensities = [p.intensity for p in points]
-    x = np.geomspace(min(intensities) / 2, max(intensities) * 2, 200)
-    markers = dict(zip(dict.fromkeys(p.shape for p in points), "osD^v<>ph", strict=False))
+    span = (min(intensities) / 2, max(intensities) * 2)
+    markers = dict(zip(dict.fromkeys(p.shape for p in points), plots.MARKERS, strict=False))
     for i, dtype in enumerate(dict.fromkeys(p.dtype for p in points)):
         colour = f"C{i}"
-        roof = np.minimum(ceilings.peak(dtype), x * ceilings.bandwidth)
-        ax.plot(x, roof, color=colour, label=f"{dtype} measured roofline")
+        plots.plot_roofline(ax, ceilings.peak(dtype), ceilings.bandwidth,
+                            label=f"{dtype} measured roofline", color=colour,
+                            intensity_range=span, annotate=False)  # fmt: skip
         for shape, marker in markers.items():
             ours = [p for p in points if p.dtype == dtype and p.shape == shape]
             ax.scatter([p.intensity for p in ours], [p.achieved_flops for p in ours],

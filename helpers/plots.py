@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from matplotlib.markers import MarkerStyle
 
+from helpers.roofline import roof
+
 __all__ = ["RooflinePlot", "roof", "plot_roofline"]
 
 MARKERS = "osD^v<>ph*"
@@ -34,11 +36,6 @@ class RooflinePlot:
     roof_flops: tuple[float, ...]
     points: dict[str, tuple[float, float]]
     ceilings: dict[str, float]
-
-
-def roof(intensity: float, peak_flops: float, bandwidth: float) -> float:
-    """The roofline itself: attainable FLOP/s = min(peak, intensity · bandwidth)."""
-    return min(peak_flops, intensity * bandwidth)
 
 
 def _positive(value: float, name: str) -> float:

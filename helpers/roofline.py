@@ -22,6 +22,7 @@ __all__ = [
     "seed_decode_intensity",
     "batched_decode_intensity",
     "ridge_point",
+    "roof",
     "attainable_flops",
     "RooflineTime",
     "roofline_time",
@@ -92,11 +93,16 @@ def ridge_point(hw: HardwareSpec, dtype: str = "bf16") -> float:
     return hw.ridge(dtype)
 
 
+def roof(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """The roofline itself: attainable FLOP/s = min(peak, intensity · bandwidth) (chapter 3)."""
+    return min(peak_flops, intensity * bandwidth)
+
+
 def attainable_flops(intensity: float, hw: HardwareSpec, dtype: str = "bf16") -> float:
-    """min(peak, intensity · bandwidth) (chapter 3)."""
+    """``roof`` for a chip of the table and a dtype (chapter 3)."""
     if not intensity > 0:
         raise ValueError(f"intensity must be positive, got {intensity!r}")
-    return min(hw.peak(dtype), intensity * hw.bandwidth)
+    return roof(intensity, hw.peak(dtype), hw.bandwidth)
 
 
 @dataclass(frozen=True)
