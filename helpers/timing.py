@@ -38,6 +38,7 @@ __all__ = [
     "median_and_iqr",
     "achieved_flops",
     "achieved_bandwidth",
+    "COPIES_FACTOR",
     "copies_to_exceed_cache",
     "last_level_cache_bytes",
     "DEFAULT_CPU_LLC_BYTES",
