@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import html.parser
 from pathlib import Path
 
 import grading_fixture as fixture
@@ -64,3 +65,22 @@ def tree_digest(folder: Path) -> str:
             digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
     return digest.hexdigest()
 
+
+def hidden_lines(source_dir: Path, name: str) -> list[str]:
+    """Lines of the hidden test blocks that appear nowhere in the student release."""
+    assignment = course.load(name, source_dir)
+    release = "\n".join(cell.source for cell in assignment.release.cells)
+    lines = []
+    for exercise in assignment.exercises:
+        lines += [line.strip() for line in exercise.full.splitlines()
+                  if line.strip() and line.strip() not in release]  # fmt: skip
+    return lines
+
+
+def page_text(path: Path) -> str:
+    """The text a browser shows (syntax highlighting splits code into many tags)."""
+    parts: list[str] = []
+    parser = html.parser.HTMLParser()
+    parser.handle_data = parts.append
+    parser.feed(path.read_text(encoding="utf-8"))
+    return "".join(parts)

@@ -1,14 +1,12 @@
 """Round trips in a temporary course: grade, feedback, CSV, summary, rerun, resume.
 
-The fixture chapter (tests/grading/fixture.py) pins exact scores; every real chapter in
-solutions/ is covered too, as it lands."""
+The fixture chapter (tests/grading/grading_fixture.py) pins exact scores; every real chapter
+is covered by test_grading_chapters.py."""
 
 from __future__ import annotations
 
 import csv
-import html.parser
 import io
-from pathlib import Path
 
 import pytest
 from grading_fixture import EXERCISES, MAX_AUTO, NAME
@@ -16,15 +14,14 @@ from grading_support import (
     SANDBOX,
     demo_answers,
     fill,
+    hidden_lines,
+    page_text,
     release_of,
-    solutions_of,
     submit,
     tree_digest,
 )
 
-from grading import build, course, gradebook, grader, report
-
-CHAPTERS = build.chapters()
+from grading import gradebook, grader, report
 
 
 @pytest.fixture(scope="module")
@@ -81,26 +78,6 @@ def test_summary_names_the_questions_and_who_needs_attention(graded):
     assert graded["paths"]["plot"].read_bytes().startswith(b"\x89PNG")
 
 
-def hidden_lines(source_dir: Path, name: str) -> list[str]:
-    """Lines of the hidden test blocks that appear nowhere in the student release."""
-    assignment = course.load(name, source_dir)
-    release = "\n".join(cell.source for cell in assignment.release.cells)
-    lines = []
-    for exercise in assignment.exercises:
-        lines += [line.strip() for line in exercise.full.splitlines()
-                  if line.strip() and line.strip() not in release]  # fmt: skip
-    return lines
-
-
-def page_text(path: Path) -> str:
-    """The text a browser shows (syntax highlighting splits code into many tags)."""
-    parts: list[str] = []
-    parser = html.parser.HTMLParser()
-    parser.handle_data = parts.append
-    parser.feed(path.read_text(encoding="utf-8"))
-    return "".join(parts)
-
-
 def test_feedback_holds_no_hidden_test(graded, demo):
     hidden = hidden_lines(demo["source"], NAME)
     assert hidden, "the fixture must have hidden tests"
@@ -132,27 +109,6 @@ def test_interrupted_batch_resumes(graded, demo):
     assert {r.student: r.score for r in results}["partial"] == 4
     assert (grades / "partial.json").is_file()
     assert (grades / "perfect.json").stat().st_mtime_ns == kept
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chapter_round_trip(chapter, tmp_path):
-    """Every real chapter: the solutions pass every question and the release none (what
-    ``nbgrader validate`` and ``validate --invert`` check, exercise by exercise), and the
-    feedback shows no hidden test."""
-    assignment = course.load(chapter, build.SOURCE)
-    release = assignment.release  # made from the source the way nbgrader does, in memory
-    submit(tmp_path, "perfect", chapter, fill(release, solutions_of(build.SOURCE, chapter)))
-    submit(tmp_path, "blank", chapter, release)
-    results = {r.student: r for r in grader.grade_batch(
-        assignment, tmp_path, use_sandbox=SANDBOX, progress=False)}  # fmt: skip
-    assert results["perfect"].score == assignment.max_auto, results["perfect"].questions
-    assert not [q for q in results["blank"].questions if q.status == "passed"]
-    assert results["blank"].score == 0
-    report.write_reports(list(results.values()), assignment, tmp_path)
-    page = page_text(tmp_path / "feedback" / "perfect" / chapter / f"{chapter}.html")
-    assert "HIDDEN TESTS" not in page
-    for line in hidden_lines(build.SOURCE, chapter):
-        assert line not in page, line
 
 
 def test_gradebook_for_formgrader_keeps_manual_scores(graded, demo):
