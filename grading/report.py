@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import csv
 import functools
+import hashlib
 import html
 import io
 from pathlib import Path
@@ -256,6 +257,13 @@ def write_reports(
     write_atomically(written["reasons"], reasons_csv(results))
     write_atomically(written["summary"], summary(results, assignment, plot, notes))
     for result in tqdm(results, desc="feedback", unit="student", disable=not progress):
+        target = course / "feedback" / result.student / assignment.name
+        # The page depends only on the stored result (keyed by submission and source):
+        # unchanged results keep their pages, so a rerun is quick and writes nothing.
+        made_from = hashlib.sha256(result.to_json().encode()).hexdigest()
+        stamp = target / ".made-from"
+        if stamp.is_file() and stamp.read_text() == made_from:
+            continue
         submission = None
         if result.file:
             path = course / "submitted" / result.student / assignment.name / result.file
@@ -263,9 +271,9 @@ def write_reports(
                 submission = parse(path.read_bytes())
             except Exception:  # corrupt or gone: feedback without the answers
                 submission = None
-        target = course / "feedback" / result.student / assignment.name
         write_atomically(target / f"{assignment.name}.html",
                          feedback_html(result, assignment, submission))  # fmt: skip
+        write_atomically(stamp, made_from)
     return written
 
 
