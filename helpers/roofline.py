@@ -21,6 +21,7 @@ __all__ = [
     "seed_prefill_intensity",
     "seed_decode_intensity",
     "batched_decode_intensity",
+    "gemm_knee",
     "ridge_point",
     "roof",
     "attainable_flops",
@@ -86,6 +87,30 @@ def batched_decode_intensity(
     n = param_count(cfg)
     kappa = kv_bytes_per_token(cfg, dtype)
     return 2 * n * batch / (n * dtype_bytes(dtype) + batch * kappa * context)
+
+
+def gemm_knee(k: int, n: int, ridge: float, dtype: str = "bf16") -> int | None:
+    """Smallest m at which [m×k]·[k×n] reaches intensity ``ridge``, or None (chapters 3, 5).
+
+    2mkn ≥ ridge·b·(mk + kn + mn)  ⟺  m·(2kn − ridge·b·(k + n)) ≥ ridge·b·kn, so the knee is
+    ⌈ridge·b·kn / (2kn − ridge·b·(k + n))⌉, and there is none when the shape's ceiling
+    2kn / (b(k + n)) is at or below the ridge: then no number of tokens makes it compute-bound.
+    """
+    positive_int(k, "k")
+    positive_int(n, "n")
+    if not ridge > 0:
+        raise ValueError(f"ridge must be positive, got {ridge!r}")
+    b = dtype_bytes(dtype)
+    room = 2 * k * n - ridge * b * (k + n)
+    if room <= 0:
+        return None
+    m = max(1, math.ceil(ridge * b * k * n / room))
+    # The closed form in floats can land one off: settle it with the exact intensity.
+    while m > 1 and gemm_intensity(m - 1, k, n, dtype) >= ridge:
+        m -= 1
+    while gemm_intensity(m, k, n, dtype) < ridge:
+        m += 1
+    return m
 
 
 def ridge_point(hw: HardwareSpec, dtype: str = "bf16") -> float:

@@ -18,16 +18,15 @@ for now: they are chapter 3's roofline applied to *measured* ceilings, and belon
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 from helpers.flops import matmul_flops
 from helpers.hardware import HardwareSpec
-from helpers.memory import dtype_bytes, linear_bytes
+from helpers.memory import linear_bytes
 from helpers.plots import plot_roofline
-from helpers.roofline import gemm_intensity, roofline_time
+from helpers.roofline import gemm_knee, roofline_time
 
 __all__ = [
     "LAYERS",
@@ -49,7 +48,6 @@ __all__ = [
 ]
 
 LAYERS = ("q", "k", "v", "o", "gate", "up", "down")
-MAX_KNEE_TOKENS = 1 << 40  # far beyond any real m: "never" for knee_tokens
 
 
 def _spec(peak: float, bandwidth: float, dtype: str) -> HardwareSpec:
@@ -69,20 +67,9 @@ def predicted_time(
 def knee_tokens(
     k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
 ) -> int | None:
-    """Smallest m whose GEMM intensity 2mkn / (b(mk + kn + mn)) reaches the ridge
-    peak / bandwidth, or None if the shape's ceiling 2kn / (b(k + n)) stays below it."""
-    ridge = peak / bandwidth
-    b = dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)  # I(m) ≥ ridge  ⟺  m·room ≥ ridge·b·kn
-    if room <= 0:
-        return None
-    m = max(1, math.ceil(ridge * b * k * n / room))
-    # Guard the float rounding of the closed form with the exact intensity either side.
-    while m > 1 and gemm_intensity(m - 1, k, n, dtype) >= ridge:
-        m -= 1
-    while gemm_intensity(m, k, n, dtype) < ridge and m < MAX_KNEE_TOKENS:
-        m += 1
-    return m
+    """Smallest m whose GEMM intensity reaches this device's ridge peak / bandwidth, or None
+    (``roofline.gemm_knee`` with measured ceilings)."""
+    return gemm_knee(k, n, peak / bandwidth, dtype)
 
 
 def layer_time(

@@ -79,3 +79,27 @@ def test_batched_decode_intensity_grows_with_batch_and_falls_with_context(batch,
     base = roofline.batched_decode_intensity(QWEN, batch, context)
     assert roofline.batched_decode_intensity(QWEN, batch + 1, context) > base
     assert roofline.batched_decode_intensity(QWEN, batch, context + 1) < base
+
+
+@given(k=st.integers(1, 20000), n=st.integers(1, 20000), ridge=st.floats(0.01, 2000))
+def test_gemm_knee_is_the_first_m_at_the_ridge(k, n, ridge):
+    knee = roofline.gemm_knee(k, n, ridge)
+    if knee is None:
+        assert 2 * k * n <= ridge * 2 * (k + n)  # the shape's ceiling, m → ∞
+    else:
+        assert roofline.gemm_intensity(knee, k, n) >= ridge
+        assert knee == 1 or roofline.gemm_intensity(knee - 1, k, n) < ridge
+
+
+def test_gemm_knee_worked_numbers():
+    ridge = H100.ridge()
+    assert roofline.gemm_knee(3584, 512, ridge) == 866  # k/v projections cap at 448 FLOP/B,
+    assert roofline.gemm_knee(3584, 512, 448.0) is None  # so a ridge at 448 is never reached
+    up = roofline.gemm_knee(3584, 18944, ridge)
+    assert (
+        roofline.gemm_intensity(up, 3584, 18944)
+        >= ridge
+        > roofline.gemm_intensity(up - 1, 3584, 18944)
+    )
+    with pytest.raises(ValueError, match="ridge must be positive"):
+        roofline.gemm_knee(10, 10, 0)
