@@ -215,4 +215,4 @@ def test_check_prints_each_question(demo, tmp_path):
     lines = result.stdout
     assert "ch99_square_test" in lines and "1/1   passed" in lines
     assert "0/2   failed: AssertionError: mean([1, 2, 3])" in lines
-    assert "autograded: 4/6 (+2 graded by hand)" in lines
+    assert "autograded: 4/6 (+2 graded by hand)" in lines, lines
