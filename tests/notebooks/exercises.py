@@ -7,6 +7,7 @@ mutation tests prove the *hidden* tests reject a wrong answer.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ def _grade_id(cell) -> str:
     return cell.metadata.get("nbgrader", {}).get("grade_id", "")
 
 
+@functools.cache
 def exercises(chapter: str) -> dict[str, Exercise]:
     """Every autograded exercise of a chapter, by answer grade_id."""
     nb = nbformat.read(SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)

@@ -1,0 +1,1 @@
+"""Plausible wrong answers to each chapter's exercises, one module per chapter."""
