@@ -55,6 +55,7 @@ def release(
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         course = Path(tmp)
         shutil.copytree(source, course / "source", ignore=shutil.ignore_patterns(".*"))
+        (course / "nbgrader_config.py").write_text("# settings come from the command line\n")
         for name in names:
             subprocess.run(
                 [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
