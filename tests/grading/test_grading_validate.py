@@ -16,9 +16,7 @@ from grading_support import fill, release_of, solutions_of
 from grading import build, course
 
 ROOT = build.ROOT
-# Real chapters take a minute each under nbgrader; the grader's round trip covers the same
-# ground per exercise (tests/grading/test_roundtrip.py). Opt in: GRADING_VALIDATE_CHAPTERS=1.
-CHAPTERS = build.chapters() if os.environ.get("GRADING_VALIDATE_CHAPTERS") else []
+CHAPTERS = build.chapters()
 
 
 def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedProcess:
