@@ -25,7 +25,7 @@ def use_sandbox(args: argparse.Namespace, required: bool) -> bool:
         return True
     if required:
         raise sandbox.SandboxUnavailable(
-            "bubblewrap (bwrap) is not available: install it (`make sandbox`), or pass "
+            "bubblewrap (bwrap) is not available: install it (`make system-packages`), or pass "
             "--unsafe to grade without isolation"
         )
     print("note: no bubblewrap here; checking your own notebook without a sandbox",

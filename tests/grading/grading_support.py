@@ -15,7 +15,9 @@ import pytest
 from grading import course, sandbox
 
 SANDBOX = sandbox.bwrap_works()
-needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not available (make sandbox)")
+needs_bwrap = pytest.mark.skipif(
+    not SANDBOX, reason="bubblewrap is not available (make system-packages)"
+)
 
 
 def release_of(release_dir: Path, name: str) -> nbformat.NotebookNode:
