@@ -96,12 +96,13 @@ def _bwrap(limits: Limits) -> list[str]:
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds()]
     for path in ETC:
         args += ["--ro-bind-try", path, path]
-    for path in sorted(python_dirs | package_dirs):
-        args += ["--ro-bind", str(path), str(path)]
     args += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(limits.disk), "--tmpfs", "/tmp",
-             "--size", str(limits.disk), "--tmpfs", HOME, "--chdir", HOME,
-             "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]  # fmt: skip
+             "--size", str(limits.disk), "--tmpfs", HOME]  # fmt: skip
+    # After the tmpfs mounts, so a checkout or venv that lives under /tmp stays visible.
+    for path in sorted(python_dirs | package_dirs):
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--chdir", HOME, "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]
 
 
