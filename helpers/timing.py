@@ -24,7 +24,6 @@ import math
 import os
 import re
 import subprocess
-import time
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,6 +57,9 @@ desktop and laptop chips, so the rotation errs on the side of too many copies.""
 DEFAULT_MPS_CACHE_BYTES = 128 * MiB
 """Apple GPUs do not report their system-level cache; this is above the sizes Apple's
 chips are reported to have, for the same reason."""
+
+MIN_SAMPLES = 4
+"""Fewest timed blocks ``time_callable`` returns: enough for a median and a spread."""
 
 COPIES_FACTOR = 2.0
 """Rotate among copies totalling at least this many times the cache: with an LRU-like cache,
@@ -247,9 +249,9 @@ def time_callable(
 
     CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one),
     its ``adaptive_autorange``: blocks of calls sized so the clock's cost is negligible, at
-    least 4 blocks and ``min_run_time`` seconds, more until IQR/median < ``threshold``, but
-    stopping at ``max_run_time`` (raised to five warm-up calls, so that slow calls still get
-    4 samples); the clock synchronizes the device before each reading.
+    least ``min_run_time`` seconds, more until IQR/median < ``threshold``, stopping at
+    ``max_run_time``, then topped up to ``MIN_SAMPLES`` blocks so that slow calls still get a
+    spread; the clock synchronizes the device before each reading.
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
     call (events bracket the call only, so the flush is not timed).
     """
@@ -260,14 +262,9 @@ def time_callable(
         raise ValueError("need at least one input set")
     threads = torch.get_num_threads()
     inputs = itertools.cycle(input_sets)
-    call_s = 0.0
     for _ in range(warmup):
-        start = time.perf_counter()
         fn(*next(inputs))
         synchronize(device)
-        call_s = time.perf_counter() - start
-    # A call slower than max_run_time / 5 still gets at least 4 samples.
-    max_run_time = max(max_run_time, 5 * call_s)
 
     if torch.device(device).type == "cuda":
         samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time)
@@ -286,10 +283,12 @@ def time_callable(
     measurement = timer.adaptive_autorange(
         threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time
     )
+    samples = list(measurement.times)
+    while len(samples) < MIN_SAMPLES:  # max_run_time can cut a slow call's blocks short
+        samples.extend(timer.timeit(measurement.number_per_run).times)
     return Timing.from_samples(
-        measurement.times, device=device, threads=threads,
-        calls_per_sample=measurement.number_per_run,
-    )  # fmt: skip
+        samples, device=device, threads=threads, calls_per_sample=measurement.number_per_run
+    )
 
 
 def _cuda_event_samples(
@@ -315,6 +314,6 @@ def _cuda_event_samples(
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3)
-        if sum(samples) > max_run_time:
+        if sum(samples) > max_run_time and len(samples) >= MIN_SAMPLES:
             break
     return samples
