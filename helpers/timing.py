@@ -244,6 +244,7 @@ def time_callable(
     min_run_time: float = 0.2,
     max_run_time: float = 1.0,
     threshold: float = 0.1,
+    flush_l2: bool = True,
 ) -> Timing:
     """Time ``fn(*inputs)``, cycling ``inputs`` through ``input_sets`` (chapter 4).
 
@@ -253,7 +254,8 @@ def time_callable(
     ``max_run_time``, then topped up to ``MIN_SAMPLES`` blocks so that slow calls still get a
     spread; the clock synchronizes the device before each reading.
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
-    call (events bracket the call only, so the flush is not timed).
+    call (events bracket the call only, so the flush is not timed) unless ``flush_l2`` is
+    False: chapter 4 turns it off to show what a cache does to a timing.
     """
     import torch
     from torch.utils.benchmark import Timer
@@ -267,7 +269,7 @@ def time_callable(
         synchronize(device)
 
     if torch.device(device).type == "cuda":
-        samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time)
+        samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time, flush_l2)
         return Timing.from_samples(samples, device=device, threads=threads)
 
     def synchronized_clock() -> float:
@@ -297,16 +299,20 @@ def _cuda_event_samples(
     device: str,
     min_run_time: float,
     max_run_time: float,
+    flush_l2: bool = True,
     min_samples: int = 10,
 ) -> list[float]:
     """Per-call seconds from CUDA events, L2 flushed (not timed) before every call."""
     import torch
 
-    l2_bytes = last_level_cache_bytes(device)
-    flush = torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.float32, device=device)
+    flush = None
+    if flush_l2:
+        l2_bytes = last_level_cache_bytes(device)
+        flush = torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.float32, device=device)
     samples: list[float] = []
     while len(samples) < min_samples or sum(samples) < min_run_time:
-        flush.normal_()  # writes every line of a buffer twice the L2: evicts the inputs
+        if flush is not None:
+            flush.normal_()  # writes every line of a buffer twice the L2: evicts the inputs
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()

@@ -13,9 +13,7 @@ plots it, and ``show`` is what the notebook's sliders call.
 
 from __future__ import annotations
 
-import itertools
 import statistics
-import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,27 +119,13 @@ def time_rotating(
     device: str = "cpu",
     min_run_time: float = 0.2,
 ) -> float:
-    """Median seconds per call of ``fn(*inputs)``, cycling through ``input_sets``, with
-    ``torch.utils.benchmark.Timer`` on all CPU threads: warmed up (every set used once), the
-    device synchronized before every clock reading, and *no* cache flush, so the cache's
+    """Median seconds per call of ``fn(*inputs)``, cycling through ``input_sets``, timed by
+    ``timing.time_callable`` (every set warmed up once) with *no* cache flush, so the cache's
     effect shows."""
-    import torch
-    from torch.utils.benchmark import Timer
-
-    if not input_sets:
-        raise ValueError("need at least one input set")
-    inputs = itertools.cycle(input_sets)
-    for _ in range(len(input_sets) + 2):
-        fn(*next(inputs))
-    timing.synchronize(device)
-
-    def synchronized_clock() -> float:
-        timing.synchronize(device)  # older torch's Timer synchronizes CUDA only, not MPS
-        return timeit.default_timer()
-
-    timer = Timer("fn(*next(inputs))", globals={"fn": fn, "inputs": inputs},
-                  num_threads=torch.get_num_threads(), timer=synchronized_clock)  # fmt: skip
-    return float(timer.blocked_autorange(min_run_time=min_run_time).median)
+    result = timing.time_callable(fn, input_sets, device, warmup=len(input_sets) + 2,
+                                  min_run_time=min_run_time, max_run_time=5 * min_run_time,
+                                  flush_l2=False)  # fmt: skip
+    return result.median_s
 
 
 def cache_points(
