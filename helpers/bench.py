@@ -6,6 +6,12 @@ m = 1, 2, 4, …, 4096 tokens. For each point: time, FLOPs (2mkn), bytes (b·(mk
 intensity, achieved FLOP/s and B/s, the roofline prediction from the *measured* ceilings,
 and which roof bounds it. Prints a table and writes a JSON results file and a roofline PNG.
 
+Kernels. Each point is timed with the fastest of torch's kernels for it on this device
+(``helpers.kernels``: on a CPU, eager ``F.linear``, two oneDNN forms of the weight, and for
+bf16/fp16 torch's own kernel; on a GPU, ``F.linear``), chosen by a race (``kernels.fastest``)
+and then measured properly. The table and JSON name the kernel, and the JSON keeps the
+race's times of the others.
+
 Sizes. At each m, every dimension of the preset is divided by a power of two, ``scale``:
 1 unless the device lacks memory for the largest weight's rotated copies and activations (a
 quarter of its memory is the budget). In ``--quick`` mode on a CPU, the scale also grows
@@ -24,11 +30,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from helpers import ceilings as ceilings_mod
-from helpers import plots, timing
+from helpers import kernels, plots, timing
 from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
 from helpers.memory import linear_bytes
@@ -51,9 +57,10 @@ __all__ = [
 DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
-QUICK_CPU_GEMM_FLOPS = 1e10
+QUICK_CPU_GEMM_FLOPS = 4e9
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
+BANDWIDTH_DRIFT = 0.15
 LAYER_OPS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
@@ -99,6 +106,10 @@ class SweepPoint:
     predicted_s: float
     prediction_error: float
     bound: str
+    kernel: str = kernels.EAGER.name
+    race_s: dict[str, float] = field(default_factory=dict)
+    """Each kernel's seconds for one call in the race that chose ``kernel`` (empty when only
+    one kernel was available): for choosing, not a measurement to quote."""
 
 
 def layer_shapes(cfg: ModelConfig, scale: int = 1) -> list[LinearShape]:
@@ -119,9 +130,10 @@ def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
 
 
 def _memory_needed(shape: LinearShape, m: int, dtype: str, cache_bytes: int) -> int:
-    """Bytes the sweep holds for one shape: rotated copies (2× the cache) plus the largest
-    point's inputs and output, with room for one more of each."""
-    return 2 * cache_bytes + 2 * linear_bytes(m, shape.k, shape.n, dtype)
+    """Bytes the sweep holds for one shape: rotated weight copies (2× the cache) in up to two
+    forms (plain and packed, ``helpers.kernels``) plus the largest point's inputs and output,
+    with room for one more of each."""
+    return 2 * (2 * cache_bytes) + 2 * linear_bytes(m, shape.k, shape.n, dtype)
 
 
 def choose_scales(
@@ -160,25 +172,29 @@ def measure_point(
     ceilings: Ceilings,
     quick: bool = True,
     scale: int = 1,
+    prepared: Sequence[tuple[kernels.LinearKernel, Sequence[Any]]] | None = None,
 ) -> SweepPoint:
-    """Time y = F.linear(x, W) for random x[m×k], rotating over ``weights`` (chapter 5)."""
-    import torch.nn.functional as F
-
+    """Time y = x·Wᵀ for random x[m×k], rotating over ``weights`` (each stored [n×k], as
+    ``nn.Linear`` stores it), with the fastest kernel of ``kernels.linear_kernels`` (chapter
+    5). ``prepared`` is ``kernels.prepare_all(weights, …)`` when the caller already has it."""
     from helpers.roofline import roofline_time
 
     device = ceilings.device
     flops = matmul_flops(m, shape.k, shape.n)
     nbytes = linear_bytes(m, shape.k, shape.n, dtype)
     copies = min(len(weights), timing.copies_to_exceed_cache(nbytes, ceilings.cache_bytes))
+    if prepared is None:
+        prepared = kernels.prepare_all(weights[:copies], device, dtype)
     torch_dtype = ceilings_mod.torch_dtype(dtype)
-    input_sets = [(timing.random_tensor((m, shape.k), torch_dtype, device), w)
-                  for w in weights[:copies]]  # fmt: skip
-    # F.linear(x, W) with W stored [out, in], as nn.Linear stores it: on a CPU the layout
-    # picks the kernel, and x @ B with B stored [in, out] can be several times slower (or
-    # faster) for a GEMV, so time the layout models actually use.
-    measured = timing.time_callable(F.linear, input_sets, device, warmup=1,
-                                    min_run_time=0.05 if quick else 0.3,
-                                    max_run_time=0.25 if quick else 2.0)  # fmt: skip
+    x = timing.random_tensor((m, shape.k), torch_dtype, device)
+    xs = [x] + [x.clone() for _ in range(copies - 1)]  # distinct memory is what defeats a cache
+    candidates = [(kernel, list(zip(xs, forms[:copies], strict=True)))
+                  for kernel, forms in prepared]  # fmt: skip
+    kernel, race = kernels.fastest(candidates, device)
+    input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
+    measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
+                                    min_run_time=0.03 if quick else 0.3,
+                                    max_run_time=0.15 if quick else 2.0)  # fmt: skip
     predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
     return SweepPoint(
         dtype=dtype, shape=shape.label, count=shape.count, scale=scale, m=m, k=shape.k,
@@ -190,7 +206,7 @@ def measure_point(
         achieved_bandwidth=timing.achieved_bandwidth(nbytes, measured.median_s),
         predicted_s=predicted.seconds,
         prediction_error=predicted.seconds / measured.median_s - 1,
-        bound=predicted.bound,
+        bound=predicted.bound, kernel=kernel.name, race_s=race,
     )  # fmt: skip
 
 
@@ -203,8 +219,9 @@ def sweep(
     progress: bool = True,
 ) -> list[SweepPoint]:
     """Measure every (dtype, shape, m), m and its scale taken from ``scales``. A shape's
-    rotated weight copies are made once per scale (enough to exceed the cache at m = 1, the
-    most cache-sensitive point) and reused for every m at that scale."""
+    rotated weight copies (enough to exceed the cache at m = 1, the most cache-sensitive
+    point) and each kernel's form of them are made once per scale and reused for every m at
+    that scale."""
     from tqdm.auto import tqdm
 
     points: list[SweepPoint] = []
@@ -217,16 +234,17 @@ def sweep(
                     copies = timing.copies_to_exceed_cache(
                         linear_bytes(1, shape.k, shape.n, dtype), ceilings.cache_bytes
                     )
-                    weights = [timing.random_tensor((shape.n, shape.k), torch_dtype,
-                                                    ceilings.device)
-                               for _ in range(copies)]  # fmt: skip
+                    weight = timing.random_tensor((shape.n, shape.k), torch_dtype,
+                                                  ceilings.device)  # fmt: skip
+                    # clones: distinct memory defeats the cache, and copying beats generating
+                    weights = [weight] + [weight.clone() for _ in range(copies - 1)]
+                    prepared = kernels.prepare_all(weights, ceilings.device, dtype)
                     for m in (m for m, s in scales.items() if s == scale):
                         bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
-                        points.append(
-                            measure_point(shape, m, dtype, weights, ceilings, quick, scale)
-                        )
+                        points.append(measure_point(shape, m, dtype, weights, ceilings, quick,
+                                                    scale, prepared))  # fmt: skip
                         bar.update()
-                    del weights
+                    del weight, weights, prepared
     order = {name: i for i, name in enumerate(s.label for s in layer_shapes(cfg))}
     return sorted(points, key=lambda p: (dtypes.index(p.dtype), order.get(p.shape, 0), p.m))
 
@@ -266,14 +284,14 @@ def format_table(points: Sequence[SweepPoint]) -> str:
     """The sweep as a fixed-width text table."""
     header = (f"{'dtype':5} {'shape':8} {'m':>5} {'k':>6} {'n':>6} {'median ms':>10} "
               f"{'IQR ms':>8} {'GFLOP/s':>8} {'GB/s':>7} {'FLOP/B':>7} {'pred ms':>9} "
-              f"{'err':>6} bound")  # fmt: skip
+              f"{'err':>6} {'bound':7} kernel")  # fmt: skip
     rows = [header, "-" * len(header)]
     for p in points:
         rows.append(
             f"{p.dtype:5} {p.shape:8} {p.m:5d} {p.k:6d} {p.n:6d} {p.median_s * 1e3:10.4f} "
             f"{p.iqr_s * 1e3:8.4f} {p.achieved_flops / 1e9:8.1f} "
             f"{p.achieved_bandwidth / 1e9:7.2f} {p.intensity:7.1f} "
-            f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound}"
+            f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound:7} {p.kernel}"
         )
     return "\n".join(rows)
 
@@ -286,8 +304,10 @@ def format_summary(summary: dict[str, dict[str, Any]], ceilings: Ceilings) -> st
              f"({ceilings.bandwidth_method})"]  # fmt: skip
     for dtype, peak in ceilings.matmul_flops.items():
         m, k, n = ceilings.matmul_shape[dtype]
+        kernel = ceilings.matmul_kernel.get(dtype, kernels.EAGER.name)
         lines.append(f"  {dtype} matmul ceiling: {peak / 1e9:.1f} GFLOP/s (best GEMM "
-                     f"{m}x{k}x{n}); ridge {ceilings.ridge(dtype):.1f} FLOP/B")  # fmt: skip
+                     f"{m}x{k}x{n}, {kernel} kernel); ridge {ceilings.ridge(dtype):.1f} "
+                     "FLOP/B")  # fmt: skip
     if ceilings.datasheet_chip:
         lines.append(f"  datasheet ({ceilings.datasheet_chip}): "
                      f"{ceilings.datasheet_bandwidth or 0:.3g} B/s, "
@@ -386,6 +406,9 @@ def run(
     points = sweep(ceilings, cfg, dtypes, scales, quick, progress)
     summary = summarize(points, ceilings)
     others = _others_share(start)
+    # Other tenants of a shared machine change its memory bandwidth: measure it again.
+    bandwidth_after = ceilings_mod.measure_bandwidth(device, quick)
+    drift = bandwidth_after / ceilings.bandwidth - 1
 
     print(format_table(points))
     print()
@@ -394,6 +417,12 @@ def run(
         print(f"warning: other processes used {others:.0%} of the CPU during this run; they "
               "compete with the benchmark's threads, so its timings are slow and noisy",
               file=sys.stderr)  # fmt: skip
+    print(f"  bandwidth measured again after the sweep: {bandwidth_after / 1e9:.1f} GB/s "
+          f"({drift:+.0%})")  # fmt: skip
+    if abs(drift) > BANDWIDTH_DRIFT:
+        print(f"warning: the memory bandwidth changed by {drift:+.0%} during this run (other "
+              "processes or tenants using memory); shares of the bandwidth ceiling are "
+              "uncertain by as much", file=sys.stderr)  # fmt: skip
     results = {
         "device": device,
         "device_name": ceilings.device_name,
@@ -403,6 +432,7 @@ def run(
         "scales": {str(m): s for m, s in scales.items()},
         "quick": quick,
         "other_processes_cpu_share": others,
+        "bandwidth_after_sweep": bandwidth_after,
         "dtypes": list(dtypes),
         "tokens": tokens,
         "shapes": [asdict(s) for s in layer_shapes(cfg)],

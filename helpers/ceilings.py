@@ -1,8 +1,9 @@
 """This device's two ceilings, measured (chapter 4, `04_timing`; used in chapter 5).
 
 - Matmul ceiling per dtype: the best FLOP/s of a few large GEMMs (square and rectangular),
-  run with the same call the sweep uses, ``torch.nn.functional.linear``. A datasheet peak
-  is not reachable by real code; this is the roof real code can hit.
+  each run with the fastest of torch's kernels for it (``helpers.kernels``), as the sweep's
+  points are. A datasheet peak is not reachable by real code; this is the roof real code
+  can hit.
 - Memory bandwidth: ``x.sum()`` over an fp32 buffer far larger than the last-level cache, a
   read-dominated stream like a decode matmul's weight read. Bytes counted = the buffer's
   size, read once per call; the one-element result's write is negligible.
@@ -71,6 +72,7 @@ class Ceilings:
     datasheet_flops: dict[str, float] = field(default_factory=dict)
     datasheet_bandwidth: float | None = None
     label: str = "measured"
+    matmul_kernel: dict[str, str] = field(default_factory=dict)
 
     def peak(self, dtype: str) -> float:
         """Measured matmul ceiling for ``dtype`` in FLOP/s."""
@@ -207,25 +209,30 @@ def gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
 
 def measure_matmul_ceiling(
     device: str, dtype: str, quick: bool = True, shapes: list[tuple[int, int, int]] | None = None
-) -> tuple[float, tuple[int, int, int]]:
-    """Best FLOP/s over ``shapes`` (default ``gemm_shapes``) and the shape that reached it.
+) -> tuple[float, tuple[int, int, int], str]:
+    """Best FLOP/s over ``shapes`` (default ``gemm_shapes``), the shape that reached it and
+    the kernel that ran it: each shape runs with its fastest kernel (``kernels.fastest``).
 
     The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
     its best case, which is what a ceiling is.
     """
-    import torch.nn.functional as F
+    from helpers import kernels
 
-    best: tuple[float, tuple[int, int, int]] | None = None
+    best: tuple[float, tuple[int, int, int], str] | None = None
     for m, k, n in shapes or gemm_shapes(device, quick):
         x = timing.random_tensor((m, k), torch_dtype(dtype), device)
         w = timing.random_tensor((n, k), torch_dtype(dtype), device)
-        measured = timing.time_callable(F.linear, [(x, w)], device, warmup=1,
+        candidates = [(kernel, [(x, kernel.prepare(w))])
+                      for kernel in kernels.linear_kernels(device, dtype)]  # fmt: skip
+        kernel, _ = kernels.fastest(candidates, device)
+        input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
+        measured = timing.time_callable(kernel.run, input_sets, device, warmup=1,
                                         min_run_time=0.1 if quick else 0.5,
                                         max_run_time=0.5 if quick else 3.0)  # fmt: skip
         flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
         if best is None or flops > best[0]:
-            best = (flops, (m, k, n))
-        del x, w
+            best = (flops, (m, k, n), kernel.name)
+        del x, w, candidates, input_sets
     assert best is not None
     return best
 
@@ -272,8 +279,11 @@ def measure_ceilings(
         torch_dtype(dtype)
     flops: dict[str, float] = {}
     best_shape: dict[str, tuple[int, int, int]] = {}
+    best_kernel: dict[str, str] = {}
     for dtype in dtypes:
-        flops[dtype], best_shape[dtype] = measure_matmul_ceiling(device, dtype, quick, shapes)
+        flops[dtype], best_shape[dtype], best_kernel[dtype] = measure_matmul_ceiling(
+            device, dtype, quick, shapes
+        )
     nbytes = bandwidth_bytes or bandwidth_buffer_bytes(device, quick)
     bandwidth = measure_bandwidth(device, quick, nbytes)
 
@@ -288,6 +298,7 @@ def measure_ceilings(
         threads=torch.get_num_threads(),
         matmul_flops=flops,
         matmul_shape=best_shape,
+        matmul_kernel=best_kernel,
         bandwidth=bandwidth,
         bandwidth_method=f"x.sum() over a {nbytes / MiB:.0f} MiB fp32 buffer; "
         "bytes = buffer size, read once per call",

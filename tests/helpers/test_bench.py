@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers import bench, models
+from helpers import bench, kernels, models
 from helpers.ceilings import Ceilings
 
 # Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
@@ -83,6 +83,9 @@ def test_measured_point_accounting(dtype, b):
     assert p.predicted_s == pytest.approx(max(compute, memory))
     assert p.bound == ("compute" if compute >= memory else "memory")
     assert p.prediction_error == pytest.approx(p.predicted_s / p.median_s - 1)
+    offered = [k.name for k in kernels.linear_kernels("cpu", dtype)]
+    assert p.kernel in offered and set(p.race_s) == set(offered)
+    assert p.race_s[p.kernel] == min(p.race_s.values())
 
 
 def test_bound_follows_the_measured_ridge():
@@ -178,3 +181,5 @@ def test_cli_end_to_end_writes_json_and_png(tmp_path):
                                             "decode_prediction_error"}  # fmt: skip
     assert (tmp_path / "roofline_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "q,o" in result.stdout and "bandwidth ceiling" in result.stdout
+    assert data["bandwidth_after_sweep"] > 0 and "measured again after" in result.stdout
+    assert {p["kernel"] for p in data["points"]} <= {"eager", "onednn", "packed"}

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from helpers import ceilings, hardware
+from helpers import ceilings, hardware, kernels
 from helpers.roofline import roofline_time
 
 SMALL_GEMMS = [(128, 128, 128), (256, 64, 128)]
@@ -52,8 +52,9 @@ def test_device_name_and_memory_on_cpu():
 
 
 def test_matmul_ceiling_is_the_best_of_the_shapes_tried():
-    flops, shape = ceilings.measure_matmul_ceiling("cpu", "fp32", shapes=SMALL_GEMMS)
+    flops, shape, kernel = ceilings.measure_matmul_ceiling("cpu", "fp32", shapes=SMALL_GEMMS)
     assert shape in SMALL_GEMMS
+    assert kernel in {k.name for k in kernels.linear_kernels("cpu", "fp32")}
     assert math.isfinite(flops) and flops > 0
 
 
@@ -79,6 +80,7 @@ def measured() -> ceilings.Ceilings:
 def test_measured_ceilings_are_labelled_and_complete(measured):
     assert measured.label == "measured"
     assert set(measured.matmul_flops) == set(measured.matmul_shape) == {"fp32", "bf16"}
+    assert set(measured.matmul_kernel) == {"fp32", "bf16"}
     assert measured.torch_version == torch.__version__
     assert measured.threads == torch.get_num_threads()
     assert measured.date.startswith("20") and "T" in measured.date

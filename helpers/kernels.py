@@ -1,0 +1,188 @@
+"""Which of torch's kernels runs a linear layer (chapter 5, `05_matmuls`).
+
+``y = x·Wᵀ`` can reach a device's arithmetic through more than one kernel, with the same
+FLOPs and the same bytes and, on a CPU, times that differ severalfold:
+
+- ``eager``: ``F.linear(x, W)``, what ``nn.Linear`` runs. On a CPU torch picks the library
+  per dtype (MKL for fp32, oneDNN for bf16, re-laying out the weight on every call); on a GPU
+  cuBLAS, the only kernel offered here.
+- ``onednn``: oneDNN's inner product on the weight held as a oneDNN tensor in its plain
+  layout, what ``torch.utils.mkldnn.to_mkldnn`` makes of an ``nn.Linear``. CPU only.
+- ``packed``: oneDNN with the weight re-laid out once, ahead of time, into the blocked format
+  its kernel reads (``torch.ops.mkldnn._reorder_linear_weight``, then ``_linear_pointwise``).
+  This is what ``torch.compile`` does to a frozen model's linear layers on a CPU, and what
+  CPU serving engines do when they load weights. CPU only.
+- ``aten``: torch's own kernels with oneDNN switched off (bf16/fp16 on a CPU only; for fp32
+  this is MKL, the same as ``eager``).
+
+A measurement of "a matmul" is a measurement of one kernel. The benchmark (``helpers.bench``)
+and the matmul ceiling (``helpers.ceilings``) therefore time each point with the fastest
+kernel available for it, chosen by ``fastest`` and reported by name: the question they answer
+is how close this device gets to its roofline, not how one default call does. Preparing a
+weight (packing) happens once, outside the timing, as it would at load time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from helpers import timing
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "LinearKernel",
+    "EAGER",
+    "ONEDNN",
+    "PACKED",
+    "ATEN",
+    "RANK_CALLS",
+    "linear_kernels",
+    "prepare_all",
+    "fastest",
+]
+
+RANK_CALLS = 1
+"""Timed calls per kernel when choosing the fastest, after one warm-up call; the winner is
+then measured properly. Kernels worth choosing between differ by more than one call's noise,
+and ones that do not are equally good choices."""
+
+
+@dataclass(frozen=True)
+class LinearKernel:
+    """One way to compute ``F.linear(x, W)``: ``run(x, prepare(W))``."""
+
+    name: str
+    description: str
+    prepare: Callable[[torch.Tensor], Any]
+    run: Callable[[torch.Tensor, Any], torch.Tensor]
+
+    def __repr__(self) -> str:
+        return f"LinearKernel({self.name!r})"
+
+
+def _unchanged(weight: torch.Tensor) -> torch.Tensor:
+    return weight
+
+
+def _eager(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    return F.linear(x, weight)
+
+
+def _to_onednn(weight: torch.Tensor) -> torch.Tensor:
+    return weight.to_mkldnn()
+
+
+def _onednn(x: torch.Tensor, onednn_weight: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch._C._nn.mkldnn_linear(x.to_mkldnn(), onednn_weight, None).to_dense()
+
+
+def _pack(weight: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.ops.mkldnn._reorder_linear_weight(weight)
+
+
+def _packed(x: torch.Tensor, packed_weight: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.ops.mkldnn._linear_pointwise(x, packed_weight, None, "none", [], "")
+
+
+def _aten(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    import torch
+    import torch.nn.functional as F
+
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False  # not flags(): that also sets TF32 and warns
+    try:
+        return F.linear(x, weight)
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
+EAGER = LinearKernel("eager", "F.linear, torch's default kernel", _unchanged, _eager)
+ONEDNN = LinearKernel("onednn", "oneDNN, weight as a oneDNN tensor", _to_onednn, _onednn)
+PACKED = LinearKernel("packed", "oneDNN, weight packed ahead of time", _pack, _packed)
+ATEN = LinearKernel("aten", "torch's own kernel, oneDNN off", _unchanged, _aten)
+
+
+def _onednn_supports(torch_dtype: torch.dtype) -> bool:
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        return False
+    if torch_dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if torch_dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return torch_dtype == torch.float32
+
+
+def linear_kernels(device: str, dtype: str) -> list[LinearKernel]:
+    """The kernels that can run a ``dtype`` linear layer on ``device``, ``eager`` first."""
+    import torch
+
+    from helpers.ceilings import torch_dtype
+
+    kernels = [EAGER]
+    if torch.device(device).type != "cpu":
+        return kernels
+    if _onednn_supports(torch_dtype(dtype)):
+        kernels += [ONEDNN, PACKED]
+    if dtype != "fp32":
+        kernels.append(ATEN)
+    return kernels
+
+
+def prepare_all(
+    weights: Sequence[torch.Tensor], device: str, dtype: str
+) -> list[tuple[LinearKernel, list[Any]]]:
+    """Every kernel of ``linear_kernels`` with its own form of each weight (packing happens
+    here, once, outside any timing)."""
+    return [(kernel, [kernel.prepare(w) for w in weights])
+            for kernel in linear_kernels(device, dtype)]  # fmt: skip
+
+
+def _best_of_calls(
+    fn: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], device: str, calls: int
+) -> float:
+    """Fastest of ``calls`` synchronized calls, after one warm-up call."""
+    inputs = itertools.cycle(input_sets)
+    fn(*next(inputs))
+    timing.synchronize(device)
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn(*next(inputs))
+        timing.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def fastest(
+    candidates: Sequence[tuple[LinearKernel, Sequence[tuple[Any, ...]]]],
+    device: str,
+    calls: int = RANK_CALLS,
+) -> tuple[LinearKernel, dict[str, float]]:
+    """The fastest kernel of ``candidates`` (each with its input sets, ``(x, prepared W)``
+    rotated as in ``timing.time_callable``), and each one's best-of-``calls`` seconds. Every
+    candidate raced has been warmed up; a lone candidate is returned without being run (and
+    an empty dict)."""
+    if not candidates:
+        raise ValueError("need at least one kernel to choose from")
+    if len(candidates) == 1:
+        return candidates[0][0], {}
+    seconds = {kernel.name: _best_of_calls(kernel.run, sets, device, calls)
+               for kernel, sets in candidates}  # fmt: skip
+    winner = min(candidates, key=lambda candidate: seconds[candidate[0].name])[0]
+    return winner, seconds

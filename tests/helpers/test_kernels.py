@@ -1,0 +1,88 @@
+"""helpers.kernels: every kernel computes F.linear, and the race picks the fastest."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import kernels
+
+TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}  # bf16 outputs: 8 mantissa bits
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("m", [1, 3, 64])
+def test_every_kernel_computes_the_linear_map(dtype, m):
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    generator = torch.Generator().manual_seed(m)
+    x = torch.randn(m, 96, generator=generator).to(torch_dtype)
+    weight = torch.randn(80, 96, generator=generator).to(torch_dtype)
+    expected = F.linear(x.double(), weight.double())
+    for kernel in kernels.linear_kernels("cpu", dtype):
+        y = kernel.run(x, kernel.prepare(weight))
+        assert y.shape == (m, 80) and y.dtype == torch_dtype and not y.is_mkldnn, kernel
+        error = (y.double() - expected).abs().max() / expected.abs().max()
+        assert error < TOLERANCE[dtype], (kernel, float(error))
+
+
+def test_cpu_offers_onednn_kernels_and_gpus_only_eager():
+    names = [k.name for k in kernels.linear_kernels("cpu", "fp32")]
+    assert names[0] == "eager"
+    if torch.backends.mkldnn.is_available():
+        assert {"onednn", "packed"} <= set(names)
+    assert "aten" not in names  # for fp32 oneDNN-off is MKL: the eager kernel again
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert "packed" in [k.name for k in kernels.linear_kernels("cpu", "bf16")]
+    assert "aten" in [k.name for k in kernels.linear_kernels("cpu", "bf16")]
+    for device in ("cuda", "mps"):
+        assert kernels.linear_kernels(device, "bf16") == [kernels.EAGER]
+
+
+def test_aten_kernel_restores_onednn():
+    before = torch.backends.mkldnn.enabled
+    kernels.ATEN.run(torch.randn(2, 8).bfloat16(), torch.randn(4, 8).bfloat16())
+    assert torch.backends.mkldnn.enabled == before
+
+
+def test_prepare_all_gives_each_kernel_its_own_form_of_every_weight():
+    weights = [torch.randn(16, 8) for _ in range(3)]
+    prepared = kernels.prepare_all(weights, "cpu", "fp32")
+    assert [k for k, _ in prepared] == kernels.linear_kernels("cpu", "fp32")
+    for kernel, forms in prepared:
+        assert len(forms) == 3
+        if kernel in (kernels.ONEDNN, kernels.PACKED):
+            assert all(form.is_mkldnn for form in forms)
+        else:
+            assert all(form is w for form, w in zip(forms, weights, strict=True))
+
+
+def _repeated(kernel: kernels.LinearKernel, times: int) -> kernels.LinearKernel:
+    """The same linear map computed ``times`` times over: a really slower kernel."""
+
+    def run(x, weight):
+        for _ in range(times):
+            y = kernel.run(x, weight)
+        return y
+
+    return kernels.LinearKernel(f"{kernel.name} x{times}", "slow", kernel.prepare, run)
+
+
+def test_race_picks_the_fastest_and_reports_every_time():
+    x, weight = torch.randn(64, 256), torch.randn(256, 256)
+    slow, fast = _repeated(kernels.EAGER, 40), kernels.EAGER
+    candidates = [(slow, [(x, weight)]), (fast, [(x, weight)])]
+    winner, seconds = kernels.fastest(candidates, "cpu")
+    assert winner is fast
+    assert set(seconds) == {slow.name, fast.name}
+    assert seconds[fast.name] < seconds[slow.name]
+
+
+def test_race_of_one_runs_nothing_and_of_none_is_an_error():
+    def fails(x, weight):
+        raise AssertionError("a lone candidate must not be run")
+
+    lone = kernels.LinearKernel("lone", "", kernels.EAGER.prepare, fails)
+    assert kernels.fastest([(lone, [(None, None)])], "cpu") == (lone, {})
+    with pytest.raises(ValueError, match="at least one kernel"):
+        kernels.fastest([], "cpu")
