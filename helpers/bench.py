@@ -57,7 +57,7 @@ __all__ = [
 DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
-QUICK_CPU_GEMM_FLOPS = 4e9
+QUICK_CPU_GEMM_FLOPS = 5e9
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
@@ -176,7 +176,8 @@ def measure_point(
 ) -> SweepPoint:
     """Time y = x·Wᵀ for random x[m×k], rotating over ``weights`` (each stored [n×k], as
     ``nn.Linear`` stores it), with the fastest kernel of ``kernels.linear_kernels`` (chapter
-    5). ``prepared`` is ``kernels.prepare_all(weights, …)`` when the caller already has it."""
+    5). ``prepared`` is ``kernels.prepare_all(weights, …)`` when the caller already has it;
+    the kernels raced are those ``kernels.linear_kernels`` offers for ``m``."""
     from helpers.roofline import roofline_time
 
     device = ceilings.device
@@ -188,8 +189,9 @@ def measure_point(
     torch_dtype = ceilings_mod.torch_dtype(dtype)
     x = timing.random_tensor((m, shape.k), torch_dtype, device)
     xs = [x] + [x.clone() for _ in range(copies - 1)]  # distinct memory is what defeats a cache
+    offered = kernels.linear_kernels(device, dtype, m)
     candidates = [(kernel, list(zip(xs, forms[:copies], strict=True)))
-                  for kernel, forms in prepared]  # fmt: skip
+                  for kernel, forms in prepared if kernel in offered]  # fmt: skip
     kernel, race = kernels.fastest(candidates, device)
     input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
     measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,

@@ -223,7 +223,7 @@ def measure_matmul_ceiling(
         x = timing.random_tensor((m, k), torch_dtype(dtype), device)
         w = timing.random_tensor((n, k), torch_dtype(dtype), device)
         candidates = [(kernel, [(x, kernel.prepare(w))])
-                      for kernel in kernels.linear_kernels(device, dtype)]  # fmt: skip
+                      for kernel in kernels.linear_kernels(device, dtype, m)]  # fmt: skip
         kernel, _ = kernels.fastest(candidates, device)
         input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
         measured = timing.time_callable(kernel.run, input_sets, device, warmup=1,

@@ -12,8 +12,9 @@ FLOPs and the same bytes and, on a CPU, times that differ severalfold:
   its kernel reads (``torch.ops.mkldnn._reorder_linear_weight``, then ``_linear_pointwise``).
   This is what ``torch.compile`` does to a frozen model's linear layers on a CPU, and what
   CPU serving engines do when they load weights. CPU only.
-- ``aten``: torch's own kernels with oneDNN switched off (bf16/fp16 on a CPU only; for fp32
-  this is MKL, the same as ``eager``).
+- ``aten``: torch's own kernel with oneDNN switched off, for bf16/fp16 on a CPU at m = 1 only:
+  it is a matrix-vector kernel, and for m > 1 torch falls back to a plain loop many times
+  slower (for fp32, oneDNN off means MKL, the same as ``eager``).
 
 A measurement of "a matmul" is a measurement of one kernel. The benchmark (``helpers.bench``)
 and the matmul ceiling (``helpers.ceilings``) therefore time each point with the fastest
@@ -128,8 +129,9 @@ def _onednn_supports(torch_dtype: torch.dtype) -> bool:
     return torch_dtype == torch.float32
 
 
-def linear_kernels(device: str, dtype: str) -> list[LinearKernel]:
-    """The kernels that can run a ``dtype`` linear layer on ``device``, ``eager`` first."""
+def linear_kernels(device: str, dtype: str, m: int | None = None) -> list[LinearKernel]:
+    """The kernels worth trying for a ``dtype`` linear layer on ``device`` with ``m`` rows of
+    input (None: for any m), ``eager`` first."""
     import torch
 
     from helpers.ceilings import torch_dtype
@@ -139,7 +141,7 @@ def linear_kernels(device: str, dtype: str) -> list[LinearKernel]:
         return kernels
     if _onednn_supports(torch_dtype(dtype)):
         kernels += [ONEDNN, PACKED]
-    if dtype != "fp32":
+    if dtype != "fp32" and m in (None, 1):
         kernels.append(ATEN)
     return kernels
 

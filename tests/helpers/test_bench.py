@@ -83,7 +83,7 @@ def test_measured_point_accounting(dtype, b):
     assert p.predicted_s == pytest.approx(max(compute, memory))
     assert p.bound == ("compute" if compute >= memory else "memory")
     assert p.prediction_error == pytest.approx(p.predicted_s / p.median_s - 1)
-    offered = [k.name for k in kernels.linear_kernels("cpu", dtype)]
+    offered = [k.name for k in kernels.linear_kernels("cpu", dtype, 3)]
     assert p.kernel in offered and set(p.race_s) == set(offered)
     assert p.race_s[p.kernel] == min(p.race_s.values())
 

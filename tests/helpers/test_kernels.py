@@ -34,7 +34,8 @@ def test_cpu_offers_onednn_kernels_and_gpus_only_eager():
     assert "aten" not in names  # for fp32 oneDNN-off is MKL: the eager kernel again
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         assert "packed" in [k.name for k in kernels.linear_kernels("cpu", "bf16")]
-    assert "aten" in [k.name for k in kernels.linear_kernels("cpu", "bf16")]
+    for m, offered in ((None, True), (1, True), (2, False), (4096, False)):
+        assert ("aten" in [k.name for k in kernels.linear_kernels("cpu", "bf16", m)]) == offered
     for device in ("cuda", "mps"):
         assert kernels.linear_kernels(device, "bf16") == [kernels.EAGER]
 
