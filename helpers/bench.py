@@ -196,7 +196,7 @@ def measure_point(
     input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
     measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
                                     min_run_time=0.03 if quick else 0.3,
-                                    max_run_time=0.15 if quick else 2.0)  # fmt: skip
+                                    max_run_time=0.1 if quick else 2.0)  # fmt: skip
     predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
     return SweepPoint(
         dtype=dtype, shape=shape.label, count=shape.count, scale=scale, m=m, k=shape.k,
@@ -221,9 +221,9 @@ def sweep(
     progress: bool = True,
 ) -> list[SweepPoint]:
     """Measure every (dtype, shape, m), m and its scale taken from ``scales``. A shape's
-    rotated weight copies (enough to exceed the cache at m = 1, the most cache-sensitive
-    point) and each kernel's form of them are made once per scale and reused for every m at
-    that scale."""
+    rotated weight copies and each kernel's form of them are made once per scale and reused
+    for every m at that scale: enough copies to exceed the cache at the scale's smallest m,
+    whose working set (weights, inputs, output) is the smallest."""
     from tqdm.auto import tqdm
 
     points: list[SweepPoint] = []
@@ -232,16 +232,17 @@ def sweep(
         for dtype in dtypes:
             torch_dtype = ceilings_mod.torch_dtype(dtype)
             for scale in sorted(set(scales.values())):
+                tokens = [m for m, s in scales.items() if s == scale]
                 for shape in layer_shapes(cfg, scale):
                     copies = timing.copies_to_exceed_cache(
-                        linear_bytes(1, shape.k, shape.n, dtype), ceilings.cache_bytes
+                        linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
                     )
                     weight = timing.random_tensor((shape.n, shape.k), torch_dtype,
                                                   ceilings.device)  # fmt: skip
                     # clones: distinct memory defeats the cache, and copying beats generating
                     weights = [weight] + [weight.clone() for _ in range(copies - 1)]
                     prepared = kernels.prepare_all(weights, ceilings.device, dtype)
-                    for m in (m for m, s in scales.items() if s == scale):
+                    for m in tokens:
                         bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
                         points.append(measure_point(shape, m, dtype, weights, ceilings, quick,
                                                     scale, prepared))  # fmt: skip
