@@ -30,7 +30,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from helpers import ceilings as ceilings_mod
@@ -47,6 +47,7 @@ __all__ = [
     "token_counts",
     "choose_scales",
     "measure_point",
+    "predict",
     "sweep",
     "summarize",
     "plot_roofline",
@@ -178,8 +179,6 @@ def measure_point(
     ``nn.Linear`` stores it), with the fastest kernel of ``kernels.linear_kernels`` (chapter
     5). ``prepared`` is ``kernels.prepare_all(weights, …)`` when the caller already has it;
     the kernels raced are those ``kernels.linear_kernels`` offers for ``m``."""
-    from helpers.roofline import roofline_time
-
     device = ceilings.device
     flops = matmul_flops(m, shape.k, shape.n)
     nbytes = linear_bytes(m, shape.k, shape.n, dtype)
@@ -197,8 +196,7 @@ def measure_point(
     measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
                                     min_run_time=0.03 if quick else 0.3,
                                     max_run_time=0.1 if quick else 2.0)  # fmt: skip
-    predicted = roofline_time(flops, nbytes, ceilings.as_hardware_spec(), dtype)
-    return SweepPoint(
+    point = SweepPoint(
         dtype=dtype, shape=shape.label, count=shape.count, scale=scale, m=m, k=shape.k,
         n=shape.n,
         flops=flops, bytes=nbytes, intensity=flops / nbytes,
@@ -206,10 +204,21 @@ def measure_point(
         min_s=measured.min_s, max_s=measured.max_s, samples=measured.n,
         achieved_flops=timing.achieved_flops(flops, measured.median_s),
         achieved_bandwidth=timing.achieved_bandwidth(nbytes, measured.median_s),
-        predicted_s=predicted.seconds,
-        prediction_error=predicted.seconds / measured.median_s - 1,
-        bound=predicted.bound, kernel=kernel.name, race_s=race,
+        predicted_s=0.0, prediction_error=0.0, bound="", kernel=kernel.name, race_s=race,
     )  # fmt: skip
+    return predict(point, ceilings)
+
+
+def predict(point: SweepPoint, ceilings: Ceilings) -> SweepPoint:
+    """``point`` with the roofline's prediction for its exact shape from ``ceilings``: the
+    time, its error against the measurement (predicted / measured − 1) and the bound."""
+    from helpers.roofline import roofline_time
+
+    predicted = roofline_time(point.flops, point.bytes, ceilings.as_hardware_spec(),
+                              point.dtype)  # fmt: skip
+    return replace(point, predicted_s=predicted.seconds,
+                   prediction_error=predicted.seconds / point.median_s - 1,
+                   bound=predicted.bound)  # fmt: skip
 
 
 def sweep(
@@ -407,11 +416,15 @@ def run(
     scales = ({m: scale for m in tokens} if scale
               else choose_scales(cfg, dtypes, tokens, ceilings, quick))  # fmt: skip
     points = sweep(ceilings, cfg, dtypes, scales, quick, progress)
-    summary = summarize(points, ceilings)
     others = _others_share(start)
-    # Other tenants of a shared machine change its memory bandwidth: measure it again.
+    # Other tenants of a shared machine change its memory bandwidth: measure it again, and
+    # predict with the best of the two (a ceiling), so no point beats its own roofline.
+    bandwidth_before = ceilings.bandwidth
     bandwidth_after = ceilings_mod.measure_bandwidth(device, quick)
-    drift = bandwidth_after / ceilings.bandwidth - 1
+    drift = bandwidth_after / bandwidth_before - 1
+    ceilings = ceilings_mod.with_best_bandwidth(ceilings, [bandwidth_after])
+    points = [predict(p, ceilings) for p in points]
+    summary = summarize(points, ceilings)
 
     print(format_table(points))
     print()
@@ -420,12 +433,12 @@ def run(
         print(f"warning: other processes used {others:.0%} of the CPU during this run; they "
               "compete with the benchmark's threads, so its timings are slow and noisy",
               file=sys.stderr)  # fmt: skip
-    print(f"  bandwidth measured again after the sweep: {bandwidth_after / 1e9:.1f} GB/s "
-          f"({drift:+.0%})")  # fmt: skip
+    print(f"  bandwidth before the sweep {bandwidth_before / 1e9:.1f} GB/s, after it "
+          f"{bandwidth_after / 1e9:.1f} GB/s ({drift:+.0%}); the ceiling is the best")  # fmt: skip
     if abs(drift) > BANDWIDTH_DRIFT:
         print(f"warning: the memory bandwidth changed by {drift:+.0%} during this run (other "
-              "processes or tenants using memory); shares of the bandwidth ceiling are "
-              "uncertain by as much", file=sys.stderr)  # fmt: skip
+              "processes or tenants using memory): memory-bound timings vary with it",
+              file=sys.stderr)  # fmt: skip
     results = {
         "device": device,
         "device_name": ceilings.device_name,
@@ -435,7 +448,7 @@ def run(
         "scales": {str(m): s for m, s in scales.items()},
         "quick": quick,
         "other_processes_cpu_share": others,
-        "bandwidth_after_sweep": bandwidth_after,
+        "bandwidth_before_and_after_sweep": [bandwidth_before, bandwidth_after],
         "dtypes": list(dtypes),
         "tokens": tokens,
         "shapes": [asdict(s) for s in layer_shapes(cfg)],

@@ -181,5 +181,21 @@ def test_cli_end_to_end_writes_json_and_png(tmp_path):
                                             "decode_prediction_error"}  # fmt: skip
     assert (tmp_path / "roofline_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "q,o" in result.stdout and "bandwidth ceiling" in result.stdout
-    assert data["bandwidth_after_sweep"] > 0 and "measured again after" in result.stdout
+    before, after = data["bandwidth_before_and_after_sweep"]
+    assert data["ceilings"]["bandwidth"] == max(before, after) > 0
+    for p in data["points"]:  # predicted from the final ceilings
+        memory_s = p["bytes"] / data["ceilings"]["bandwidth"]
+        compute_s = p["flops"] / data["ceilings"]["matmul_flops"]["fp32"]
+        assert p["predicted_s"] == pytest.approx(max(memory_s, compute_s))
+    assert "the ceiling is the best" in result.stdout
     assert {p["kernel"] for p in data["points"]} <= {"eager", "onednn", "packed"}
+
+
+def test_predict_reprices_a_point_from_new_ceilings():
+    point = _point("fp32", 1, 1, flops=2e6, nbytes=4e6, median_s=1e-3, predicted_s=0.0)
+    priced = bench.predict(point, FAKE)
+    assert priced.predicted_s == pytest.approx(4e6 / FAKE.bandwidth) and priced.bound == "memory"
+    faster = bench.predict(point, replace(FAKE, bandwidth=2 * FAKE.bandwidth))
+    assert faster.predicted_s == pytest.approx(priced.predicted_s / 2)
+    assert faster.prediction_error == pytest.approx(faster.predicted_s / point.median_s - 1)
+    assert faster.median_s == point.median_s  # the measurement is untouched

@@ -103,3 +103,12 @@ def test_ceilings_as_hardware_spec_feed_the_roofline(measured):
     flops, nbytes = 1e9, 1e6
     expected = max(flops / measured.peak("fp32"), nbytes / measured.bandwidth)
     assert roofline_time(flops, nbytes, spec, "fp32").seconds == pytest.approx(expected)
+
+
+def test_bandwidth_ceiling_is_the_best_measurement(measured):
+    assert ceilings.with_best_bandwidth(measured, [measured.bandwidth / 2]) is measured
+    better = ceilings.with_best_bandwidth(measured, [measured.bandwidth / 2,
+                                                     measured.bandwidth * 1.5])  # fmt: skip
+    assert better.bandwidth == measured.bandwidth * 1.5
+    assert better.bandwidth_method.endswith("best of 3 measurements")
+    assert better.matmul_flops == measured.matmul_flops and better.date == measured.date
