@@ -58,7 +58,7 @@ __all__ = [
 DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
-QUICK_CPU_GEMM_FLOPS = 5e9
+QUICK_CPU_GEMM_FLOPS = 1e10
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
@@ -186,8 +186,7 @@ def measure_point(
     if prepared is None:
         prepared = kernels.prepare_all(weights[:copies], device, dtype)
     torch_dtype = ceilings_mod.torch_dtype(dtype)
-    x = timing.random_tensor((m, shape.k), torch_dtype, device)
-    xs = [x] + [x.clone() for _ in range(copies - 1)]  # distinct memory is what defeats a cache
+    xs = timing.shifted_copies(timing.random_tensor((m, shape.k), torch_dtype, device), copies)
     offered = kernels.linear_kernels(device, dtype, m)
     candidates = [(kernel, list(zip(xs, forms[:copies], strict=True)))
                   for kernel, forms in prepared if kernel in offered]  # fmt: skip
@@ -246,17 +245,17 @@ def sweep(
                     copies = timing.copies_to_exceed_cache(
                         linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
                     )
-                    weight = timing.random_tensor((shape.n, shape.k), torch_dtype,
-                                                  ceilings.device)  # fmt: skip
-                    # clones: distinct memory defeats the cache, and copying beats generating
-                    weights = [weight] + [weight.clone() for _ in range(copies - 1)]
+                    weights = timing.shifted_copies(
+                        timing.random_tensor((shape.n, shape.k), torch_dtype, ceilings.device),
+                        copies,
+                    )
                     prepared = kernels.prepare_all(weights, ceilings.device, dtype)
                     for m in tokens:
                         bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
                         points.append(measure_point(shape, m, dtype, weights, ceilings, quick,
                                                     scale, prepared))  # fmt: skip
                         bar.update()
-                    del weight, weights, prepared
+                    del weights, prepared
     order = {name: i for i, name in enumerate(s.label for s in layer_shapes(cfg))}
     return sorted(points, key=lambda p: (dtypes.index(p.dtype), order.get(p.shape, 0), p.m))
 

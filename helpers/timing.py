@@ -42,8 +42,11 @@ __all__ = [
     "last_level_cache_bytes",
     "DEFAULT_CPU_LLC_BYTES",
     "DEFAULT_MPS_CACHE_BYTES",
+    "MIN_BLOCK_S",
+    "MIN_SAMPLES",
     "random_tensor",
     "rotating_inputs",
+    "shifted_copies",
     "synchronize",
     "time_callable",
 ]
@@ -60,6 +63,10 @@ chips are reported to have, for the same reason."""
 
 MIN_SAMPLES = 4
 """Fewest timed blocks ``time_callable`` returns: enough for a median and a spread."""
+
+MIN_BLOCK_S = 1e-3
+"""Shortest block of calls ``time_callable`` times on a CPU or MPS: reading the synchronizing
+clock costs about a microsecond, 0.1% of it."""
 
 COPIES_FACTOR = 2.0
 """Rotate among copies totalling at least this many times the cache: with an LRU-like cache,
@@ -235,6 +242,17 @@ def rotating_inputs(
     return [first] + [make_inputs() for _ in range(copies - 1)]
 
 
+def shifted_copies(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
+    """``tensor`` and ``count - 1`` copies with its elements rolled by 1, 2, … places:
+    distinct memory and distinct contents (no page of one repeats a page of another, so not
+    even a host that merges identical pages can share them), at the speed of a copy rather
+    than of drawing random numbers, which is many times slower."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    flat = tensor.reshape(-1)
+    return [tensor] + [flat.roll(shift).view_as(tensor) for shift in range(1, count)]
+
+
 def time_callable(
     fn: Callable[..., Any],
     input_sets: Sequence[tuple[Any, ...]],
@@ -248,11 +266,14 @@ def time_callable(
 ) -> Timing:
     """Time ``fn(*inputs)``, cycling ``inputs`` through ``input_sets`` (chapter 4).
 
-    CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one),
-    its ``adaptive_autorange``: blocks of calls sized so the clock's cost is negligible, at
-    least ``min_run_time`` seconds, more until IQR/median < ``threshold``, stopping at
-    ``max_run_time``, then topped up to ``MIN_SAMPLES`` blocks so that slow calls still get a
-    spread; the clock synchronizes the device before each reading.
+    CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one) and
+    a clock that synchronizes the device before each reading. Calls are timed in blocks of
+    back-to-back calls lasting at least ``MIN_BLOCK_S``, so the clock's cost is negligible;
+    blocks are added with ``adaptive_autorange``'s rule: at least ``MIN_SAMPLES`` blocks and
+    ``min_run_time`` seconds, then more until IQR/median < ``threshold`` or ``max_run_time``
+    seconds have passed. (``adaptive_autorange`` itself grows a block until the clock costs
+    at most 0.01% of it: for a millisecond-long call, blocks of a hundred calls, which makes a
+    sweep of a hundred points take minutes.)
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
     call (events bracket the call only, so the flush is not timed) unless ``flush_l2`` is
     False: chapter 4 turns it off to show what a cache does to a timing.
@@ -282,15 +303,17 @@ def time_callable(
         num_threads=threads,
         timer=synchronized_clock,
     )
-    measurement = timer.adaptive_autorange(
-        threshold=threshold, min_run_time=min_run_time, max_run_time=max_run_time
-    )
-    samples = list(measurement.times)
-    while len(samples) < MIN_SAMPLES:  # max_run_time can cut a slow call's blocks short
-        samples.extend(timer.timeit(measurement.number_per_run).times)
-    return Timing.from_samples(
-        samples, device=device, threads=threads, calls_per_sample=measurement.number_per_run
-    )
+    first = timer.timeit(1).times  # one call sizes the blocks (and is kept as a sample)
+    number = max(1, math.ceil(MIN_BLOCK_S / first[0]))
+    samples = list(first) if number == 1 else []
+    while True:
+        spent = sum(samples) * number
+        if len(samples) >= MIN_SAMPLES and spent >= min_run_time:
+            median, iqr = median_and_iqr(samples)
+            if iqr < threshold * median or spent >= max_run_time:
+                break
+        samples.extend(timer.timeit(number).times)
+    return Timing.from_samples(samples, device=device, threads=threads, calls_per_sample=number)
 
 
 def _cuda_event_samples(

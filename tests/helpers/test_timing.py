@@ -160,3 +160,23 @@ def test_time_callable_needs_inputs():
 
 def test_synchronize_on_cpu_is_a_no_op():
     timing.synchronize("cpu")
+
+
+def test_fast_calls_are_timed_in_blocks_of_about_a_millisecond():
+    x = torch.randn(8)
+    t = timing.time_callable(torch.neg, [(x,)], min_run_time=0.02, max_run_time=0.1)
+    assert t.calls_per_sample > 1 and t.n >= timing.MIN_SAMPLES
+    # the single call that sizes the blocks can be slower than the median call
+    assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
+
+
+def test_shifted_copies_are_distinct_in_memory_and_contents():
+    weight = timing.random_tensor((64, 32), torch.float32, "cpu")
+    copies = timing.shifted_copies(weight, 5)
+    assert copies[0] is weight and all(c.shape == weight.shape for c in copies)
+    assert len({c.data_ptr() for c in copies}) == 5
+    for i, c in enumerate(copies[1:], start=1):
+        assert not torch.equal(c, weight)
+        assert torch.equal(c.reshape(-1), weight.reshape(-1).roll(i))
+    with pytest.raises(ValueError, match="at least 1"):
+        timing.shifted_copies(weight, 0)
