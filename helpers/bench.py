@@ -48,6 +48,7 @@ __all__ = [
     "choose_scales",
     "measure_point",
     "predict",
+    "remeasure_bandwidth",
     "sweep",
     "summarize",
     "plot_roofline",
@@ -130,11 +131,14 @@ def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
     return [2**i for i in range(max_tokens.bit_length()) if 2**i <= max_tokens]
 
 
-def _memory_needed(shape: LinearShape, m: int, dtype: str, cache_bytes: int) -> int:
-    """Bytes the sweep holds for one shape: rotated weight copies (2× the cache) in up to two
-    forms (plain and packed, ``helpers.kernels``) plus the largest point's inputs and output,
-    with room for one more of each."""
-    return 2 * (2 * cache_bytes) + 2 * linear_bytes(m, shape.k, shape.n, dtype)
+def _memory_needed(
+    shape: LinearShape, m: int, dtype: str, cache_bytes: int, device: str = "cpu"
+) -> int:
+    """Bytes the sweep holds for one shape: rotated weight copies (2× the cache) in each form
+    the device's kernels prepare (``kernels.prepare_all``: on a CPU plain, oneDNN and packed),
+    plus the largest point's inputs and output, with room for one more of each."""
+    forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
+    return forms * (2 * cache_bytes) + 2 * linear_bytes(m, shape.k, shape.n, dtype)
 
 
 def choose_scales(
@@ -153,7 +157,7 @@ def choose_scales(
         scale = 1
         while scale < min(cfg.hidden, cfg.intermediate):
             shapes = layer_shapes(cfg, scale)
-            need = max(_memory_needed(s, m, d, ceilings.cache_bytes)
+            need = max(_memory_needed(s, m, d, ceilings.cache_bytes, ceilings.device)
                        for s in shapes for d in dtypes)  # fmt: skip
             flops = max(matmul_flops(m, s.k, s.n) for s in shapes)
             if need <= ceilings.memory_bytes // 4 and not (
@@ -190,11 +194,9 @@ def measure_point(
     offered = kernels.linear_kernels(device, dtype, m)
     candidates = [(kernel, list(zip(xs, forms[:copies], strict=True)))
                   for kernel, forms in prepared if kernel in offered]  # fmt: skip
-    kernel, race = kernels.fastest(candidates, device)
-    input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
-    measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
-                                    min_run_time=0.03 if quick else 0.3,
-                                    max_run_time=0.1 if quick else 2.0)  # fmt: skip
+    kernel, race, measured = kernels.time_fastest(candidates, device,
+                                                  min_run_time=0.03 if quick else 0.3,
+                                                  max_run_time=0.1 if quick else 2.0)  # fmt: skip
     point = SweepPoint(
         dtype=dtype, shape=shape.label, count=shape.count, scale=scale, m=m, k=shape.k,
         n=shape.n,
@@ -218,6 +220,18 @@ def predict(point: SweepPoint, ceilings: Ceilings) -> SweepPoint:
     return replace(point, predicted_s=predicted.seconds,
                    prediction_error=predicted.seconds / point.median_s - 1,
                    bound=predicted.bound)  # fmt: skip
+
+
+def remeasure_bandwidth(
+    points: Sequence[SweepPoint], ceilings: Ceilings, quick: bool = True
+) -> tuple[list[SweepPoint], Ceilings, float]:
+    """Measure the bandwidth again after a sweep and keep the best as the ceiling
+    (``ceilings.with_best_bandwidth``: other tenants of a shared machine move the stream
+    rate), then re-predict every point from it, so no point beats its own roofline. Returns
+    the points, the final ceilings and the new measurement."""
+    again = ceilings_mod.measure_bandwidth(ceilings.device, quick)
+    best = ceilings_mod.with_best_bandwidth(ceilings, [again])
+    return [predict(p, best) for p in points], best, again
 
 
 def sweep(
@@ -416,13 +430,9 @@ def run(
               else choose_scales(cfg, dtypes, tokens, ceilings, quick))  # fmt: skip
     points = sweep(ceilings, cfg, dtypes, scales, quick, progress)
     others = _others_share(start)
-    # Other tenants of a shared machine change its memory bandwidth: measure it again, and
-    # predict with the best of the two (a ceiling), so no point beats its own roofline.
     bandwidth_before = ceilings.bandwidth
-    bandwidth_after = ceilings_mod.measure_bandwidth(device, quick)
+    points, ceilings, bandwidth_after = remeasure_bandwidth(points, ceilings, quick)
     drift = bandwidth_after / bandwidth_before - 1
-    ceilings = ceilings_mod.with_best_bandwidth(ceilings, [bandwidth_after])
-    points = [predict(p, ceilings) for p in points]
     summary = summarize(points, ceilings)
 
     print(format_table(points))

@@ -225,15 +225,13 @@ def measure_matmul_ceiling(
         w = timing.random_tensor((n, k), torch_dtype(dtype), device)
         candidates = [(kernel, [(x, kernel.prepare(w))])
                       for kernel in kernels.linear_kernels(device, dtype, m)]  # fmt: skip
-        kernel, _ = kernels.fastest(candidates, device)
-        input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
-        measured = timing.time_callable(kernel.run, input_sets, device, warmup=1,
-                                        min_run_time=0.1 if quick else 0.5,
-                                        max_run_time=0.5 if quick else 3.0)  # fmt: skip
+        kernel, _, measured = kernels.time_fastest(candidates, device,
+                                                   min_run_time=0.1 if quick else 0.5,
+                                                   max_run_time=0.5 if quick else 3.0)  # fmt: skip
         flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
         if best is None or flops > best[0]:
             best = (flops, (m, k, n), kernel.name)
-        del x, w, candidates, input_sets
+        del x, w, candidates
     assert best is not None
     return best
 

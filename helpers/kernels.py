@@ -46,6 +46,7 @@ __all__ = [
     "linear_kernels",
     "prepare_all",
     "fastest",
+    "time_fastest",
 ]
 
 RANK_CALLS = 1
@@ -188,3 +189,18 @@ def fastest(
                for kernel, sets in candidates}  # fmt: skip
     winner = min(candidates, key=lambda candidate: seconds[candidate[0].name])[0]
     return winner, seconds
+
+
+def time_fastest(
+    candidates: Sequence[tuple[LinearKernel, Sequence[tuple[Any, ...]]]],
+    device: str,
+    **time_options: Any,
+) -> tuple[LinearKernel, dict[str, float], timing.Timing]:
+    """Race ``candidates`` (``fastest``), then measure the winner properly with
+    ``timing.time_callable(**time_options)``: the kernel, the race's times and the timing.
+    A raced winner is already warm; a lone candidate gets one warm-up call."""
+    kernel, race = fastest(candidates, device)
+    input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
+    measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
+                                    **time_options)  # fmt: skip
+    return kernel, race, measured

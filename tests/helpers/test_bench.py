@@ -65,7 +65,12 @@ def test_scales_keep_full_sizes_unless_memory_or_a_quick_cpu_run_needs_less():
     scale = bench.choose_scales(cfg, ["fp32"], [4096], small, quick=False)[4096]
     assert scale > 1 and scale & (scale - 1) == 0
     biggest = max(bench.layer_shapes(cfg, scale), key=lambda s: s.k * s.n)
-    assert bench._memory_needed(biggest, 4096, "fp32", small.cache_bytes) <= 2**30 // 4
+    assert bench._memory_needed(biggest, 4096, "fp32", small.cache_bytes, "cpu") <= 2**30 // 4
+    # a CPU holds each weight copy in three forms (plain, oneDNN, packed), a GPU in one
+    cpu, gpu = (bench._memory_needed(biggest, 1, "fp32", 2**25, device)
+                for device in ("cpu", "cuda"))  # fmt: skip
+    forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
+    assert cpu - gpu == (forms - 1) * 2 * 2**25
 
 
 @pytest.mark.parametrize("dtype, b", [("fp32", 4), ("bf16", 2)])
@@ -199,3 +204,13 @@ def test_predict_reprices_a_point_from_new_ceilings():
     assert faster.predicted_s == pytest.approx(priced.predicted_s / 2)
     assert faster.prediction_error == pytest.approx(faster.predicted_s / point.median_s - 1)
     assert faster.median_s == point.median_s  # the measurement is untouched
+
+
+def test_remeasured_bandwidth_raises_the_ceiling_and_re_predicts():
+    slow = replace(FAKE, bandwidth=1.0)  # any real measurement beats 1 B/s
+    point = bench.predict(_point("fp32", 1, 1, flops=2e6, nbytes=4e6, median_s=1e-3,
+                                 predicted_s=0.0), slow)  # fmt: skip
+    points, ceilings, again = bench.remeasure_bandwidth([point], slow)
+    assert ceilings.bandwidth == again > 1.0
+    assert points[0].predicted_s == pytest.approx(4e6 / again)
+    assert points[0].predicted_s < point.predicted_s

@@ -87,3 +87,13 @@ def test_race_of_one_runs_nothing_and_of_none_is_an_error():
     assert kernels.fastest([(lone, [(None, None)])], "cpu") == (lone, {})
     with pytest.raises(ValueError, match="at least one kernel"):
         kernels.fastest([], "cpu")
+
+
+def test_time_fastest_measures_the_race_winner():
+    x, weight = torch.randn(64, 256), torch.randn(256, 256)
+    slow = _repeated(kernels.EAGER, 40)
+    candidates = [(slow, [(x, weight)]), (kernels.EAGER, [(x, weight)])]
+    kernel, race, measured = kernels.time_fastest(candidates, "cpu", min_run_time=0.02,
+                                                  max_run_time=0.1)  # fmt: skip
+    assert kernel is kernels.EAGER and set(race) == {slow.name, "eager"}
+    assert measured.n >= 4 and measured.median_s < race[slow.name]
