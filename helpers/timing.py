@@ -303,9 +303,15 @@ def time_callable(
         num_threads=threads,
         timer=synchronized_clock,
     )
-    first = timer.timeit(1).times  # one call sizes the blocks (and is kept as a sample)
-    number = max(1, math.ceil(MIN_BLOCK_S / first[0]))
-    samples = list(first) if number == 1 else []
+    # Size the blocks: grow until one measured block lasts MIN_BLOCK_S. Estimating from a
+    # single call is not enough; a lone call can be several times slower than the median.
+    number = 1
+    while True:
+        per_call = timer.timeit(number).times[0]
+        if per_call * number >= MIN_BLOCK_S:
+            break
+        number = max(2 * number, math.ceil(MIN_BLOCK_S / per_call))
+    samples = [per_call]  # the block that passed is a sample like any other
     while True:
         spent = sum(samples) * number
         if len(samples) >= MIN_SAMPLES and spent >= min_run_time:
