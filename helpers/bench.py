@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import sys
@@ -50,6 +51,9 @@ __all__ = [
     "predict",
     "remeasure_bandwidth",
     "sweep",
+    "paired_decode",
+    "format_pairs",
+    "run_pairs",
     "summarize",
     "plot_roofline",
     "run",
@@ -63,6 +67,8 @@ QUICK_CPU_GEMM_FLOPS = 1e10
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
+PAIRS = 60
+PAIR_GROUPS = 5
 LAYER_OPS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
@@ -274,6 +280,71 @@ def sweep(
     return sorted(points, key=lambda p: (dtypes.index(p.dtype), order.get(p.shape, 0), p.m))
 
 
+def paired_decode(
+    shape: LinearShape, dtype: str, device: str, pairs: int = PAIRS
+) -> tuple[str, list[tuple[float, float]]]:
+    """Is a one-token matmul's gap to the bandwidth ceiling the kernel's or the machine's?
+
+    Alternates ``pairs`` times between the bandwidth stream (``ceilings.measure_bandwidth``'s
+    ``x.sum()``) and ``shape`` at m = 1 with its fastest kernel, each call timed on its own,
+    so that both see the same moment's memory traffic from other programs. Returns the
+    kernel's name and (stream B/s, matmul B/s) per pair, sorted by the stream's rate. Where
+    the stream is fast and the matmul is not, the kernel is what falls short."""
+    import torch
+
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, got {pairs}")
+    cache = timing.last_level_cache_bytes(device)
+    budget = ceilings_mod.device_memory_bytes(device) // 4
+    if _memory_needed(shape, 1, dtype, cache, device) > budget:
+        raise ValueError(f"{shape.label} ({shape.k}x{shape.n}, {dtype}) needs more memory than "
+                         f"a quarter of {device}'s")  # fmt: skip
+    buffer = timing.random_tensor((ceilings_mod.bandwidth_buffer_bytes(device, quick=True) // 4,),
+                                  torch.float32, device)  # fmt: skip
+    stream_bytes = buffer.numel() * buffer.element_size()
+    matmul_bytes = linear_bytes(1, shape.k, shape.n, dtype)
+    copies = timing.copies_to_exceed_cache(matmul_bytes, cache)
+    torch_dtype = ceilings_mod.torch_dtype(dtype)
+    weights = timing.shifted_copies(
+        timing.random_tensor((shape.n, shape.k), torch_dtype, device), copies
+    )
+    xs = timing.shifted_copies(timing.random_tensor((1, shape.k), torch_dtype, device), copies)
+    offered = kernels.linear_kernels(device, dtype, 1)
+    candidates = [(kernel, list(zip(xs, forms, strict=True)))
+                  for kernel, forms in kernels.prepare_all(weights, device, dtype)
+                  if kernel in offered]  # fmt: skip
+    kernel, _ = kernels.fastest(candidates, device)
+    input_sets = dict(candidates)[kernel]
+    timing.call_seconds(torch.sum, (buffer,), device)  # warm-up, both
+    timing.call_seconds(kernel.run, input_sets[-1], device)
+    rates = []
+    for i in range(pairs):
+        stream_s = timing.call_seconds(torch.sum, (buffer,), device)
+        matmul_s = timing.call_seconds(kernel.run, input_sets[i % copies], device)
+        rates.append((timing.achieved_bandwidth(stream_bytes, stream_s),
+                      timing.achieved_bandwidth(matmul_bytes, matmul_s)))  # fmt: skip
+    return kernel.name, sorted(rates)
+
+
+def format_pairs(
+    title: str, rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
+) -> str:
+    """``paired_decode``'s pairs in ``groups`` groups from the slowest stream to the fastest:
+    each group's median stream rate, median matmul rate and their ratio."""
+    import statistics
+
+    ordered = sorted(rates)
+    bounds = [round(i * len(ordered) / groups) for i in range(groups + 1)]
+    chunks = [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    lines = [title, f"  {'pairs':>5} {'stream GB/s':>12} {'matmul GB/s':>12} {'matmul/stream':>14}"]
+    for chunk in chunks:
+        stream = statistics.median(r[0] for r in chunk)
+        matmul = statistics.median(r[1] for r in chunk)
+        lines.append(f"  {len(chunk):>5} {stream / 1e9:>12.1f} {matmul / 1e9:>12.1f} "
+                     f"{matmul / stream:>14.0%}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, float]:
     """FLOPs, bytes, measured and predicted seconds of whole layers: each shape counted as
     often as the layer uses it."""
@@ -476,6 +547,23 @@ def run(
     return results
 
 
+def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
+              pairs: int = PAIRS) -> None:  # fmt: skip
+    """``paired_decode`` for the preset's largest linear layer, full size, in each dtype."""
+    from helpers import models
+
+    cfg = models.get(model)
+    for dtype in dtypes:
+        ceilings_mod.torch_dtype(dtype)
+    ceilings_mod.check_device(device)
+    shape = max(layer_shapes(cfg), key=lambda s: s.k * s.n)
+    for dtype in dtypes:
+        kernel, rates = paired_decode(shape, dtype, device, pairs)
+        title = (f"{model} {shape.label} ({shape.k}x{shape.n}), m=1, {dtype}, {kernel} kernel, "
+                 f"on {ceilings_mod.device_name(device)}:")  # fmt: skip
+        print(format_pairs(title, rates))
+
+
 def _dtype_list(values: Sequence[str] | None) -> list[str]:
     """--dtype given several times and/or as comma lists → unique names, in order."""
     names = [name.strip() for v in values or [] for name in v.split(",") if name.strip()]
@@ -518,13 +606,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"largest m of the sweep (default {MAX_TOKENS})",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of the sweep, alternate the bandwidth stream and the largest layer's "
+        "one-token matmul N times: is a decode gap the kernel's or a busy machine's?",
+    )
     args = parser.parse_args(argv)  # fmt: skip
     try:
         from helpers.notebook import pick_device
 
-        run(device=args.device or pick_device(), dtypes=_dtype_list(args.dtype),
-            model=args.model, quick=args.quick, out_dir=args.out, scale=args.scale,
-            max_tokens=args.max_tokens, progress=not args.no_progress)  # fmt: skip
+        device = args.device or pick_device()
+        if args.pairs is not None:
+            run_pairs(device, _dtype_list(args.dtype), args.model, args.pairs)
+            return 0
+        run(device=device, dtypes=_dtype_list(args.dtype), model=args.model, quick=args.quick,
+            out_dir=args.out, scale=args.scale, max_tokens=args.max_tokens,
+            progress=not args.no_progress)  # fmt: skip
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -26,7 +26,6 @@ weight (packing) happens once, outside the timing, as it would at load time.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -161,15 +160,8 @@ def _best_of_calls(
 ) -> float:
     """Fastest of ``calls`` synchronized calls, after one warm-up call."""
     inputs = itertools.cycle(input_sets)
-    fn(*next(inputs))
-    timing.synchronize(device)
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn(*next(inputs))
-        timing.synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return best
+    timing.call_seconds(fn, next(inputs), device)
+    return min(timing.call_seconds(fn, next(inputs), device) for _ in range(calls))
 
 
 def fastest(

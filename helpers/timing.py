@@ -24,6 +24,7 @@ import math
 import os
 import re
 import subprocess
+import time
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_MPS_CACHE_BYTES",
     "MIN_BLOCK_S",
     "MIN_SAMPLES",
+    "call_seconds",
     "random_tensor",
     "rotating_inputs",
     "shifted_copies",
@@ -217,6 +219,16 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(torch.device(device))
     elif kind == "mps":
         torch.mps.synchronize()
+
+
+def call_seconds(fn: Callable[..., Any], args: tuple[Any, ...], device: str = "cpu") -> float:
+    """Seconds of one synchronized call ``fn(*args)``: for a single long call (milliseconds
+    and more), where a block of calls is neither needed nor wanted."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn(*args)
+    synchronize(device)
+    return time.perf_counter() - start
 
 
 def random_tensor(

@@ -151,7 +151,9 @@ def test_dtype_lists_accept_repeats_and_commas():
      (["--dtype", "fp8"], "unknown dtype 'fp8'"),
      (["--dtype", "fp32,int3"], "unknown dtype 'int3'"),
      (["--device", "tpu"], "'tpu'"),
-     (["--scale", "0"], "scale must be at least 1")],
+     (["--scale", "0"], "scale must be at least 1"),
+     (["--pairs", "0"], "pairs must be at least 1"),
+     (["--pairs", "3", "--dtype", "fp32,fp9"], "unknown dtype 'fp9'")],
 )  # fmt: skip
 def test_bad_arguments_exit_non_zero_naming_the_problem(args, message, capsys, tmp_path):
     assert bench.main(["--quick", "--out", str(tmp_path), "--device", "cpu", *args]) != 0
@@ -214,3 +216,45 @@ def test_remeasured_bandwidth_raises_the_ceiling_and_re_predicts():
     assert ceilings.bandwidth == again > 1.0
     assert points[0].predicted_s == pytest.approx(4e6 / again)
     assert points[0].predicted_s < point.predicted_s
+
+
+def test_paired_decode_alternates_stream_and_matmul(monkeypatch):
+    calls = []
+    real_call_seconds = bench.timing.call_seconds
+
+    def recording_call_seconds(fn, args, device="cpu"):
+        calls.append("stream" if fn is torch.sum else "matmul")
+        return real_call_seconds(fn, args, device)
+
+    monkeypatch.setattr(bench.timing, "call_seconds", recording_call_seconds)
+    shape = bench.LinearShape(("gate", "up"), 256, 1024)
+    kernel, rates = bench.paired_decode(shape, "fp32", "cpu", pairs=5)
+    assert kernel in {k.name for k in kernels.linear_kernels("cpu", "fp32", 1)}
+    assert calls[-10:] == ["stream", "matmul"] * 5  # after one warm-up call of each
+    assert len(rates) == 5 and rates == sorted(rates)
+    assert all(stream > 0 and matmul > 0 for stream, matmul in rates)
+
+
+def test_paired_decode_refuses_no_pairs():
+    with pytest.raises(ValueError, match="pairs must be at least 1"):
+        bench.paired_decode(bench.LinearShape(("q",), 64, 64), "fp32", "cpu", pairs=0)
+
+
+def test_pairs_are_grouped_from_the_slowest_stream_to_the_fastest():
+    rates = [(s * 1e9, s * 0.5e9) for s in (30, 10, 20, 40, 50, 60, 70)]  # matmul = half
+    lines = bench.format_pairs("title", rates, groups=3).splitlines()
+    assert lines[0] == "title" and "matmul/stream" in lines[1]
+    rows = [line.split() for line in lines[2:]]
+    assert [row[0] for row in rows] == ["2", "3", "2"]  # 7 pairs in 3 near-equal groups
+    assert [row[1] for row in rows] == ["15.0", "40.0", "65.0"]  # median stream GB/s
+    assert [row[2] for row in rows] == ["7.5", "20.0", "32.5"]
+    assert {row[3] for row in rows} == {"50%"}
+    assert len(bench.format_pairs("t", rates[:2], groups=5).splitlines()) == 2 + 2
+
+
+def test_cli_pairs_prints_one_table_per_dtype(capsys, tmp_path):
+    assert bench.main(["--pairs", "4", "--device", "cpu", "--model", "Qwen2.5-0.5B",
+                       "--dtype", "fp32", "--out", str(tmp_path)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "Qwen2.5-0.5B gate,up (896x4864), m=1, fp32" in out and "matmul/stream" in out
+    assert not list(tmp_path.iterdir())  # a diagnosis, not a results file

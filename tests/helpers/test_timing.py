@@ -196,3 +196,16 @@ def test_shifted_copies_are_distinct_in_memory_and_contents():
         assert torch.equal(c.reshape(-1), weight.reshape(-1).roll(i))
     with pytest.raises(ValueError, match="at least 1"):
         timing.shifted_copies(weight, 0)
+
+
+def test_call_seconds_times_one_call():
+    calls = []
+
+    def busy(seconds):
+        calls.append(seconds)
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            pass
+
+    assert 2e-3 <= timing.call_seconds(busy, (2e-3,)) < 1.0
+    assert calls == [2e-3]
