@@ -278,20 +278,24 @@ def time_callable(
 ) -> Timing:
     """Time ``fn(*inputs)``, cycling ``inputs`` through ``input_sets`` (chapter 4).
 
-    CPU and MPS: ``torch.utils.benchmark.Timer`` with all CPU threads (its default is one) and
-    a clock that synchronizes the device before each reading. Calls are timed in blocks of
-    back-to-back calls lasting at least ``MIN_BLOCK_S``, so the clock's cost is negligible;
-    blocks are added with ``adaptive_autorange``'s rule: at least ``MIN_SAMPLES`` blocks and
-    ``min_run_time`` seconds, then more until IQR/median < ``threshold`` or ``max_run_time``
-    seconds have passed. (``adaptive_autorange`` itself grows a block until the clock costs
-    at most 0.01% of it: for a millisecond-long call, blocks of a hundred calls, which makes a
-    sweep of a hundred points take minutes.)
+    CPU and MPS: calls are timed in blocks of back-to-back calls lasting at least
+    ``MIN_BLOCK_S``, so the clock's cost is negligible, with the standard library's
+    ``timeit.Timer`` (the loop ``torch.utils.benchmark.Timer`` runs inside), torch's current
+    thread count (all cores in this book; Timer's default is one) and a clock that
+    synchronizes the device before each reading. The block size is settled when two blocks in
+    a row last ``MIN_BLOCK_S`` (one, if a single call does), so one stalled block cannot shrink
+    every block. Blocks are then added with ``adaptive_autorange``'s rule: at least
+    ``MIN_SAMPLES`` blocks and ``min_run_time`` seconds, then more until IQR/median <
+    ``threshold`` or ``max_run_time`` seconds have passed. Two things torch's Timer does are
+    left out: ``adaptive_autorange`` grows a block until the clock costs at most 0.01% of it
+    (for a millisecond-long call, blocks of a hundred calls, which makes a sweep of a hundred
+    points take minutes), and ``Timer.timeit`` runs two untimed calls before every block (for
+    a slow call, three calls per sample).
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
     call (events bracket the call only, so the flush is not timed) unless ``flush_l2`` is
     False: chapter 4 turns it off to show what a cache does to a timing.
     """
     import torch
-    from torch.utils.benchmark import Timer
 
     if not input_sets:
         raise ValueError("need at least one input set")
@@ -306,31 +310,31 @@ def time_callable(
         return Timing.from_samples(samples, device=device, threads=threads)
 
     def synchronized_clock() -> float:
-        synchronize(device)  # older torch's Timer synchronizes CUDA only, not MPS
+        synchronize(device)  # so a block's time includes all of its queued work
         return timeit.default_timer()
 
-    timer = Timer(
-        stmt="fn(*next(inputs))",
-        globals={"fn": fn, "inputs": inputs},
-        num_threads=threads,
-        timer=synchronized_clock,
-    )
-    # Size the blocks: grow until one measured block lasts MIN_BLOCK_S. Estimating from a
-    # single call is not enough; a lone call can be several times slower than the median.
-    number = 1
-    while True:
-        per_call = timer.timeit(number).times[0]
+    clock = timeit.Timer("fn(*next(inputs))", timer=synchronized_clock,
+                         globals={"fn": fn, "inputs": inputs})  # fmt: skip
+
+    def block(number: int) -> float:
+        """Mean seconds per call over one block of ``number`` calls."""
+        return clock.timeit(number) / number
+
+    number, samples = 1, []
+    while len(samples) < (1 if number == 1 else 2):  # settle the block size
+        per_call = block(number)
         if per_call * number >= MIN_BLOCK_S:
-            break
-        number = max(2 * number, math.ceil(MIN_BLOCK_S / per_call))
-    samples = [per_call]  # the block that passed is a sample like any other
+            samples.append(per_call)  # a block that passed is a sample like any other
+        else:
+            samples = []
+            number = max(2 * number, math.ceil(MIN_BLOCK_S / max(per_call, 1e-9)))
     while True:
         spent = sum(samples) * number
         if len(samples) >= MIN_SAMPLES and spent >= min_run_time:
             median, iqr = median_and_iqr(samples)
             if iqr < threshold * median or spent >= max_run_time:
                 break
-        samples.extend(timer.timeit(number).times)
+        samples.append(block(number))
     return Timing.from_samples(samples, device=device, threads=threads, calls_per_sample=number)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -58,20 +60,20 @@ def test_prepare_all_gives_each_kernel_its_own_form_of_every_weight():
             assert all(form is w for form, w in zip(forms, weights, strict=True))
 
 
-def _repeated(kernel: kernels.LinearKernel, times: int) -> kernels.LinearKernel:
-    """The same linear map computed ``times`` times over: a really slower kernel."""
+def _slowed(kernel: kernels.LinearKernel, seconds: float) -> kernels.LinearKernel:
+    """The same linear map after a pause: slower by far more than a stall of a busy machine
+    (a scheduler time slice), so a race between the two has one right answer."""
 
     def run(x, weight):
-        for _ in range(times):
-            y = kernel.run(x, weight)
-        return y
+        time.sleep(seconds)
+        return kernel.run(x, weight)
 
-    return kernels.LinearKernel(f"{kernel.name} x{times}", "slow", kernel.prepare, run)
+    return kernels.LinearKernel(f"{kernel.name}, slowed", "slow", kernel.prepare, run)
 
 
 def test_race_picks_the_fastest_and_reports_every_time():
     x, weight = torch.randn(64, 256), torch.randn(256, 256)
-    slow, fast = _repeated(kernels.EAGER, 40), kernels.EAGER
+    slow, fast = _slowed(kernels.EAGER, 0.05), kernels.EAGER
     candidates = [(slow, [(x, weight)]), (fast, [(x, weight)])]
     winner, seconds = kernels.fastest(candidates, "cpu")
     assert winner is fast
@@ -91,7 +93,7 @@ def test_race_of_one_runs_nothing_and_of_none_is_an_error():
 
 def test_time_fastest_measures_the_race_winner():
     x, weight = torch.randn(64, 256), torch.randn(256, 256)
-    slow = _repeated(kernels.EAGER, 40)
+    slow = _slowed(kernels.EAGER, 0.05)
     candidates = [(slow, [(x, weight)]), (kernels.EAGER, [(x, weight)])]
     kernel, race, measured = kernels.time_fastest(candidates, "cpu", min_run_time=0.02,
                                                   max_run_time=0.1)  # fmt: skip

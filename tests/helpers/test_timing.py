@@ -175,7 +175,7 @@ def test_slow_first_calls_do_not_shrink_the_blocks():
     calls = itertools.count()
 
     def slow_once(x):
-        if next(calls) < 5:  # a stall on a shared host, longer than Timer's own warm-up
+        if next(calls) < 5:  # a stall on a shared host, lasting a few calls
             deadline = time.perf_counter() + 3e-4
             while time.perf_counter() < deadline:
                 pass
@@ -184,6 +184,38 @@ def test_slow_first_calls_do_not_shrink_the_blocks():
     x = torch.randn(8)
     t = timing.time_callable(slow_once, [(x,)], warmup=0, min_run_time=0.02, max_run_time=0.1)
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
+
+
+def _busy(seconds):
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+def test_one_stalled_block_does_not_settle_the_block_size():
+    calls = itertools.count()
+    stalls = {0: 3e-4, 1: 2e-3}  # sizes the first block at 4 calls, then stalls inside it
+
+    def stalled(x):
+        _busy(stalls.get(next(calls), 0.0))
+        return torch.neg(x)
+
+    x = torch.randn(8)
+    t = timing.time_callable(stalled, [(x,)], warmup=0, min_run_time=0.02, max_run_time=0.1)
+    assert t.calls_per_sample > 4
+    assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
+
+
+def test_a_slow_call_is_timed_once_per_sample():
+    calls = itertools.count()
+
+    def slow():
+        next(calls)
+        time.sleep(0.01)
+
+    t = timing.time_callable(slow, [()], warmup=2, min_run_time=0.05, max_run_time=0.1)
+    assert t.calls_per_sample == 1
+    assert next(calls) == 2 + t.n  # the warm-up, then one call per sample: none untimed
 
 
 def test_shifted_copies_are_distinct_in_memory_and_contents():
