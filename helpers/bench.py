@@ -175,6 +175,20 @@ def choose_scales(
     return scales
 
 
+def _candidates(
+    prepared: Sequence[tuple[kernels.LinearKernel, Sequence[Any]]],
+    xs: Sequence[Any],
+    device: str,
+    dtype: str,
+    m: int,
+) -> list[tuple[kernels.LinearKernel, list[tuple[Any, Any]]]]:
+    """The kernels ``kernels.linear_kernels`` offers for ``m`` rows, each with its input sets:
+    the i-th input beside the kernel's form of the i-th weight."""
+    offered = kernels.linear_kernels(device, dtype, m)
+    return [(kernel, list(zip(xs, forms[: len(xs)], strict=True)))
+            for kernel, forms in prepared if kernel in offered]  # fmt: skip
+
+
 def measure_point(
     shape: LinearShape,
     m: int,
@@ -197,9 +211,7 @@ def measure_point(
         prepared = kernels.prepare_all(weights[:copies], device, dtype)
     torch_dtype = ceilings_mod.torch_dtype(dtype)
     xs = timing.shifted_copies(timing.random_tensor((m, shape.k), torch_dtype, device), copies)
-    offered = kernels.linear_kernels(device, dtype, m)
-    candidates = [(kernel, list(zip(xs, forms[:copies], strict=True)))
-                  for kernel, forms in prepared if kernel in offered]  # fmt: skip
+    candidates = _candidates(prepared, xs, device, dtype, m)
     kernel, race, measured = kernels.time_fastest(candidates, device,
                                                   min_run_time=0.03 if quick else 0.3,
                                                   max_run_time=0.1 if quick else 2.0)  # fmt: skip
@@ -309,10 +321,7 @@ def paired_decode(
         timing.random_tensor((shape.n, shape.k), torch_dtype, device), copies
     )
     xs = timing.shifted_copies(timing.random_tensor((1, shape.k), torch_dtype, device), copies)
-    offered = kernels.linear_kernels(device, dtype, 1)
-    candidates = [(kernel, list(zip(xs, forms, strict=True)))
-                  for kernel, forms in kernels.prepare_all(weights, device, dtype)
-                  if kernel in offered]  # fmt: skip
+    candidates = _candidates(kernels.prepare_all(weights, device, dtype), xs, device, dtype, 1)
     kernel, _ = kernels.fastest(candidates, device)
     input_sets = dict(candidates)[kernel]
     timing.call_seconds(torch.sum, (buffer,), device)  # warm-up, both
