@@ -28,6 +28,7 @@ import argparse
 import datetime
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ from helpers import ceilings as ceilings_mod
 from helpers import kernels, plots, timing
 from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
-from helpers.memory import linear_bytes
+from helpers.memory import dtype_bytes, linear_bytes
 from helpers.models import ModelConfig
 
 __all__ = [
@@ -140,11 +141,20 @@ def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
 def _memory_needed(
     shape: LinearShape, m: int, dtype: str, cache_bytes: int, device: str = "cpu"
 ) -> int:
-    """Bytes the sweep holds for one shape: rotated weight copies (2× the cache) in each form
-    the device's kernels prepare (``kernels.prepare_all``: on a CPU plain, oneDNN and packed),
-    plus the largest point's inputs and output, with room for one more of each."""
+    """Bytes the sweep holds for one shape: its rotated weight copies (as many as m = 1, the
+    point with the smallest working set, needs to exceed the cache) in each form the device's
+    kernels prepare (``kernels.prepare_all``: on a CPU plain, oneDNN and packed), plus the
+    largest point's inputs and output, with room for one more of each."""
+    copies = timing.copies_to_exceed_cache(linear_bytes(1, shape.k, shape.n, dtype), cache_bytes)
     forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
-    return forms * (2 * cache_bytes) + 2 * linear_bytes(m, shape.k, shape.n, dtype)
+    b = dtype_bytes(dtype)
+    return math.ceil(forms * copies * b * shape.k * shape.n + 2 * b * m * (shape.k + shape.n))
+
+
+def _weight_copies(shape: LinearShape, dtype: str, device: str, copies: int) -> list[Any]:
+    """``copies`` distinct random weights of ``shape``, stored [n×k] as ``nn.Linear`` does."""
+    weight = timing.random_tensor((shape.n, shape.k), ceilings_mod.torch_dtype(dtype), device)
+    return timing.shifted_copies(weight, copies)
 
 
 def choose_scales(
@@ -270,17 +280,13 @@ def sweep(
     total = len(dtypes) * sum(len(layer_shapes(cfg, s)) for s in scales.values())
     with tqdm(total=total, desc="sweep", disable=not progress) as bar:
         for dtype in dtypes:
-            torch_dtype = ceilings_mod.torch_dtype(dtype)
             for scale in sorted(set(scales.values())):
                 tokens = [m for m, s in scales.items() if s == scale]
                 for shape in layer_shapes(cfg, scale):
                     copies = timing.copies_to_exceed_cache(
                         linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
                     )
-                    weights = timing.shifted_copies(
-                        timing.random_tensor((shape.n, shape.k), torch_dtype, ceilings.device),
-                        copies,
-                    )
+                    weights = _weight_copies(shape, dtype, ceilings.device, copies)
                     prepared = kernels.prepare_all(weights, ceilings.device, dtype)
                     for m in tokens:
                         bar.set_postfix_str(f"{dtype} {shape.label} m={m}")
@@ -311,16 +317,13 @@ def paired_decode(
     if _memory_needed(shape, 1, dtype, cache, device) > budget:
         raise ValueError(f"{shape.label} ({shape.k}x{shape.n}, {dtype}) needs more memory than "
                          f"a quarter of {device}'s")  # fmt: skip
-    buffer = timing.random_tensor((ceilings_mod.bandwidth_buffer_bytes(device, quick=True) // 4,),
-                                  torch.float32, device)  # fmt: skip
+    buffer = ceilings_mod.stream_buffer(device)
     stream_bytes = buffer.numel() * buffer.element_size()
     matmul_bytes = linear_bytes(1, shape.k, shape.n, dtype)
     copies = timing.copies_to_exceed_cache(matmul_bytes, cache)
-    torch_dtype = ceilings_mod.torch_dtype(dtype)
-    weights = timing.shifted_copies(
-        timing.random_tensor((shape.n, shape.k), torch_dtype, device), copies
-    )
-    xs = timing.shifted_copies(timing.random_tensor((1, shape.k), torch_dtype, device), copies)
+    weights = _weight_copies(shape, dtype, device, copies)
+    x = timing.random_tensor((1, shape.k), ceilings_mod.torch_dtype(dtype), device)
+    xs = timing.shifted_copies(x, copies)
     candidates = _candidates(kernels.prepare_all(weights, device, dtype), xs, device, dtype, 1)
     kernel, _ = kernels.fastest(candidates, device)
     input_sets = dict(candidates)[kernel]
@@ -483,6 +486,18 @@ def _others_share(start: tuple[float, float, float] | None) -> float | None:
     return max(0.0, others / ((end[2] - start[2]) * (os.cpu_count() or 1)))
 
 
+def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfig:
+    """The preset, after checking the model, every dtype and the device: a bad argument fails
+    before anything is measured."""
+    from helpers import models
+
+    cfg = models.get(model)
+    for dtype in dtypes:
+        ceilings_mod.torch_dtype(dtype)
+    ceilings_mod.check_device(device)
+    return cfg
+
+
 def run(
     device: str,
     dtypes: Sequence[str],
@@ -494,12 +509,7 @@ def run(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Measure ceilings, sweep, print the table, write JSON and PNG; returns the results."""
-    from helpers import models
-
-    cfg = models.get(model)
-    for dtype in dtypes:
-        ceilings_mod.torch_dtype(dtype)
-    ceilings_mod.check_device(device)
+    cfg = _checked_model(model, dtypes, device)
     if scale is not None and scale < 1:
         raise ValueError(f"scale must be at least 1, got {scale}")
     tokens = token_counts(max_tokens)
@@ -559,12 +569,7 @@ def run(
 def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
               pairs: int = PAIRS) -> None:  # fmt: skip
     """``paired_decode`` for the preset's largest linear layer, full size, in each dtype."""
-    from helpers import models
-
-    cfg = models.get(model)
-    for dtype in dtypes:
-        ceilings_mod.torch_dtype(dtype)
-    ceilings_mod.check_device(device)
+    cfg = _checked_model(model, dtypes, device)
     shape = max(layer_shapes(cfg), key=lambda s: s.k * s.n)
     for dtype in dtypes:
         kernel, rates = paired_decode(shape, dtype, device, pairs)

@@ -43,6 +43,7 @@ __all__ = [
     "check_device",
     "gemm_shapes",
     "measure_matmul_ceiling",
+    "stream_buffer",
     "measure_bandwidth",
     "measure_ceilings",
     "with_best_bandwidth",
@@ -244,13 +245,21 @@ def bandwidth_buffer_bytes(device: str, quick: bool) -> int:
     return int(min(wanted, device_memory_bytes(device) // 4))
 
 
-def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None) -> float:
-    """Read bandwidth in B/s: ``x.sum()`` over an fp32 buffer of ``nbytes`` (default
-    ``bandwidth_buffer_bytes``); bytes counted = the buffer, read once per call."""
+def stream_buffer(device: str, quick: bool = True, nbytes: int | None = None) -> torch.Tensor:
+    """The buffer the bandwidth stream reads: random fp32, ``nbytes`` (default
+    ``bandwidth_buffer_bytes``). The stream is ``torch.sum`` over it; the bytes it moves are
+    the buffer's size, read once per call."""
     import torch
 
     nbytes = nbytes or bandwidth_buffer_bytes(device, quick)
-    x = timing.random_tensor((nbytes // 4,), torch.float32, device)
+    return timing.random_tensor((nbytes // 4,), torch.float32, device)
+
+
+def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None) -> float:
+    """Read bandwidth in B/s: ``x.sum()`` over ``stream_buffer``."""
+    import torch
+
+    x = stream_buffer(device, quick, nbytes)
     measured = timing.time_callable(torch.sum, [(x,)], device, warmup=2,
                                     min_run_time=0.2 if quick else 1.0,
                                     max_run_time=0.5 if quick else 3.0)  # fmt: skip

@@ -70,7 +70,13 @@ def test_scales_keep_full_sizes_unless_memory_or_a_quick_cpu_run_needs_less():
     cpu, gpu = (bench._memory_needed(biggest, 1, "fp32", 2**25, device)
                 for device in ("cpu", "cuda"))  # fmt: skip
     forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
-    assert cpu - gpu == (forms - 1) * 2 * 2**25
+    copies = bench.timing.copies_to_exceed_cache(
+        bench.linear_bytes(1, biggest.k, biggest.n, "fp32"), 2**25
+    )
+    assert cpu - gpu == (forms - 1) * copies * 4 * biggest.k * biggest.n
+    # a weight larger than the cache is a single copy, but held whole in every form
+    gate = bench.LinearShape(("gate", "up"), 3584, 18944)
+    assert bench._memory_needed(gate, 1, "fp32", 2**25, "cpu") >= forms * 4 * 3584 * 18944
 
 
 @pytest.mark.parametrize("dtype, b", [("fp32", 4), ("bf16", 2)])
