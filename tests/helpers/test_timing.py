@@ -163,6 +163,14 @@ def test_synchronize_on_cpu_is_a_no_op():
     timing.synchronize("cpu")
 
 
+def _busy(seconds):
+    """Keep the CPU busy for ``seconds``: a call that really takes that long (sleeping would
+    hand the core to another process)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
 def test_fast_calls_are_timed_in_blocks_of_about_a_millisecond():
     x = torch.randn(8)
     t = timing.time_callable(torch.neg, [(x,)], min_run_time=0.02, max_run_time=0.1)
@@ -176,20 +184,12 @@ def test_slow_first_calls_do_not_shrink_the_blocks():
 
     def slow_once(x):
         if next(calls) < 5:  # a stall on a shared host, lasting a few calls
-            deadline = time.perf_counter() + 3e-4
-            while time.perf_counter() < deadline:
-                pass
+            _busy(3e-4)
         return torch.neg(x)
 
     x = torch.randn(8)
     t = timing.time_callable(slow_once, [(x,)], warmup=0, min_run_time=0.02, max_run_time=0.1)
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
-
-
-def _busy(seconds):
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        pass
 
 
 def test_one_stalled_block_does_not_settle_the_block_size():
@@ -235,9 +235,7 @@ def test_call_seconds_times_one_call():
 
     def busy(seconds):
         calls.append(seconds)
-        deadline = time.perf_counter() + seconds
-        while time.perf_counter() < deadline:
-            pass
+        _busy(seconds)
 
     assert 2e-3 <= timing.call_seconds(busy, (2e-3,)) < 1.0
     assert calls == [2e-3]
