@@ -77,7 +77,7 @@ def test_breakdown_per_op_on_known_shapes():
 
 
 def test_attention_share_worked_numbers():
-    """REFERENCES: attention adds 2.7% of 2N at 1k context and ~86% at 32k. Against the
+    """docs/sources.md: attention adds 2.7% of 2N at 1k context and ~86% at 32k. Against the
     matmul FLOPs that really run (the embedding lookup is no matmul) the shares are higher."""
     cfg = models.get("Qwen2.5-7B")
     two_n = 2 * flops.param_count(cfg)

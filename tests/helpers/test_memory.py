@@ -81,7 +81,7 @@ def test_bad_sizes(args):
 
 
 def test_max_concurrent_sequences_worked_number():
-    """REFERENCES: Qwen2.5-7B bf16 on H200 (141 GB) at S = 1024: about 2,140 sequences."""
+    """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GB) at S = 1024: about 2,140 sequences."""
     from helpers import hardware
 
     h200 = hardware.get("H200 SXM")

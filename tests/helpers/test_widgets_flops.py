@@ -12,7 +12,7 @@ from helpers.widgets import flops as widget  # noqa: E402
 
 
 def test_worked_numbers_qwen_7b():
-    """REFERENCES: attention adds 2.7% of 2N at 1k context and ~86% at 32k (Qwen2.5-7B)."""
+    """docs/sources.md: attention adds 2.7% of 2N at 1k context and ~86% at 32k (Qwen2.5-7B)."""
     short = widget.attention_share("Qwen2.5-7B", 1024)
     long = widget.attention_share("Qwen2.5-7B", 32768)
     assert short.attention / short.two_n == pytest.approx(0.0270, abs=5e-4)

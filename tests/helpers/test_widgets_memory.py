@@ -30,7 +30,7 @@ def test_numbers_come_from_helpers_memory():
 
 
 def test_reference_capacity_number():
-    """REFERENCES: Qwen2.5-7B bf16 on H200 at S = 1024: about 2,141 sequences."""
+    """docs/sources.md: Qwen2.5-7B bf16 on H200 at S = 1024: about 2,141 sequences."""
     budget = memory_budget("Qwen2.5-7B", "bf16", 1024, 1, "H200 SXM")
     assert budget.max_sequences == 2141
     assert "2,141" in budget.verdict()
