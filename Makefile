@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 JOBS ?= $(shell nproc)
 
-.PHONY: env lab test lint release check-release outputs bench grade system-packages clean
+.PHONY: env lab test lint release check-release outputs bench gpu-reference grade system-packages clean
 
 env: $(STAMP)
 
@@ -62,6 +62,16 @@ test: env system-packages lint check-release
 
 bench: env
 	$(PY) -m helpers.bench $(BENCH_ARGS)
+
+# A GPU reference for chapter 5 (helpers/data/bench_cuda_<device>.json and a PNG), in its own
+# venv: PyPI's Linux torch wheel is a CUDA build, which `make env` deliberately avoids.
+GPU_VENV ?= .venv-gpu
+gpu-reference:
+	test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install --quiet torch
+	$(GPU_VENV)/bin/python -m pip install --quiet -e .
+	$(GPU_VENV)/bin/python -m helpers.gpu_reference --device cuda $(GPU_REFERENCE_ARGS)
 
 grade: env system-packages
 	$(PY) -m grading grade $(GRADE_ARGS)

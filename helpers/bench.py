@@ -12,14 +12,25 @@ bf16/fp16 torch's own kernel; on a GPU, ``F.linear``), chosen by a race (``kerne
 and then measured properly. The table and JSON name the kernel, and the JSON keeps the
 race's times of the others.
 
+Cache. Each point is timed reading its weight from memory (``timing.plan_cache_defeat``):
+rotating among at most ``timing.MAX_COPIES`` weight copies that together exceed twice the
+last-level cache, or, for a weight too small for that, one copy with the cache flushed before
+each timed call. Each point records which (``cache_defeat``: "rotate" or "flush").
+
 Sizes. At each m, every dimension of the preset is divided by a power of two, ``scale``:
-1 unless the device lacks memory for the largest weight's rotated copies and activations (a
-quarter of its memory is the budget). In ``--quick`` mode on a CPU, the scale also grows
-until the layer's largest GEMM costs at most ``QUICK_CPU_GEMM_FLOPS`` (a 2-core CPU does
-~1e11 FLOP/s; a full-size 4096-token gate projection is 5.6e11 FLOPs). So decode-shaped
-points (small m, where weight reads dominate and the cost is low) keep the real sizes, and
-only the prefill end shrinks: the table and JSON give each point's k and n. ``--scale``
-fixes one scale for every m.
+1 unless the device lacks memory for the largest weight's copies and activations (a quarter
+of its memory is the budget). In ``--quick`` mode the scale also grows until the layer's
+largest GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of
+its dtype (each dtype has its own scales): a fast CPU or a GPU times the real prefill shapes,
+a slow laptop scaled ones. Decode-shaped points (small m, where the cost is a weight read)
+keep the real sizes; the table and JSON give each point's k and n. ``--scale`` fixes one
+scale for every m.
+
+Ceilings. The bandwidth is streamed before the sweep, between dtypes and after it, and the
+matmul ceilings are measured before and after it; the final ceilings are the best of all of
+them *and* of every point of the sweep (a one-token matmul that streams faster than
+``x.sum()`` sets the bandwidth ceiling), and every prediction is made from those
+(``raise_ceilings``). So no point sits above its own roofline.
 """
 
 from __future__ import annotations
@@ -50,10 +61,13 @@ __all__ = [
     "choose_scales",
     "measure_point",
     "predict",
-    "remeasure_bandwidth",
+    "raise_ceilings",
+    "remeasure_ceilings",
+    "points_above_roofline",
     "sweep",
     "paired_decode",
     "format_pairs",
+    "fastest_group",
     "run_pairs",
     "summarize",
     "plot_roofline",
@@ -64,7 +78,8 @@ __all__ = [
 DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 MAX_TOKENS = 4096
-QUICK_CPU_GEMM_FLOPS = 1e10
+QUICK_GEMM_SECONDS = 0.05
+"""In quick mode, the longest a point's largest GEMM may take at the measured ceiling."""
 PREFILL_MIN_TOKENS = 1024
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
@@ -119,6 +134,10 @@ class SweepPoint:
     race_s: dict[str, float] = field(default_factory=dict)
     """Each kernel's seconds for one call in the race that chose ``kernel`` (empty when only
     one kernel was available): for choosing, not a measurement to quote."""
+    cache_defeat: str = "rotate"
+    """How the weight was kept out of the cache: "rotate" (``copies`` weight copies) or
+    "flush" (one copy, the cache streamed out before every timed call)."""
+    copies: int = 1
 
 
 def layer_shapes(cfg: ModelConfig, scale: int = 1) -> list[LinearShape]:
@@ -141,11 +160,14 @@ def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
 def _memory_needed(
     shape: LinearShape, m: int, dtype: str, cache_bytes: int, device: str = "cpu"
 ) -> int:
-    """Bytes the sweep holds for one shape: its rotated weight copies (as many as m = 1, the
-    point with the smallest working set, needs to exceed the cache) in each form the device's
-    kernels prepare (``kernels.prepare_all``: on a CPU plain, oneDNN and packed), plus the
-    largest point's inputs and output, with room for one more of each."""
-    copies = timing.copies_to_exceed_cache(linear_bytes(1, shape.k, shape.n, dtype), cache_bytes)
+    """Bytes the sweep holds for one shape: its weight copies (as many as m = 1, the point
+    with the smallest working set, rotates among; one where it flushes instead,
+    ``timing.plan_cache_defeat``) in each form the device's kernels prepare
+    (``kernels.prepare_all``: on a CPU plain, oneDNN and packed), plus the largest point's
+    inputs and output, with room for one more of each. The flush buffer is shared by every
+    point and not counted here."""
+    plan = timing.plan_cache_defeat(linear_bytes(1, shape.k, shape.n, dtype), cache_bytes)
+    copies = plan.copies
     forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
     b = dtype_bytes(dtype)
     return math.ceil(forms * copies * b * shape.k * shape.n + 2 * b * m * (shape.k + shape.n))
@@ -153,7 +175,7 @@ def _memory_needed(
 
 def _weight_copies(shape: LinearShape, dtype: str, device: str, copies: int) -> list[Any]:
     """``copies`` distinct random weights of ``shape``, stored [n×k] as ``nn.Linear`` does."""
-    weight = timing.random_tensor((shape.n, shape.k), ceilings_mod.torch_dtype(dtype), device)
+    weight = timing.random_tensor((shape.n, shape.k), timing.torch_dtype(dtype), device)
     return timing.shifted_copies(weight, copies)
 
 
@@ -163,11 +185,13 @@ def choose_scales(
     tokens: Sequence[int],
     ceilings: Ceilings,
     quick: bool,
+    seconds: float = QUICK_GEMM_SECONDS,
 ) -> dict[int, int]:
     """For each m, the smallest power-of-two divisor whose shapes fit in a quarter of the
-    device's memory and, in quick mode on a CPU, keep the largest GEMM within
-    ``QUICK_CPU_GEMM_FLOPS`` (see the module docstring)."""
-    quick_cpu = quick and ceilings.device.startswith("cpu")
+    device's memory and, in quick mode, whose largest GEMM would take at most ``seconds`` at
+    the measured matmul ceiling of the slowest of ``dtypes`` (see the module docstring)."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
     scales = {}
     for m in tokens:
         scale = 1
@@ -175,10 +199,9 @@ def choose_scales(
             shapes = layer_shapes(cfg, scale)
             need = max(_memory_needed(s, m, d, ceilings.cache_bytes, ceilings.device)
                        for s in shapes for d in dtypes)  # fmt: skip
-            flops = max(matmul_flops(m, s.k, s.n) for s in shapes)
-            if need <= ceilings.memory_bytes // 4 and not (
-                quick_cpu and flops > QUICK_CPU_GEMM_FLOPS
-            ):
+            gemm_s = max(matmul_flops(m, s.k, s.n) / ceilings.peak(d)
+                         for s in shapes for d in dtypes)  # fmt: skip
+            if need <= ceilings.memory_bytes // 4 and not (quick and gemm_s > seconds):
                 break
             scale *= 2
         scales[m] = scale
@@ -211,18 +234,23 @@ def measure_point(
 ) -> SweepPoint:
     """Time y = x·Wᵀ for random x[m×k], rotating over ``weights`` (each stored [n×k], as
     ``nn.Linear`` stores it), with the fastest kernel of ``kernels.linear_kernels`` (chapter
-    5). ``prepared`` is ``kernels.prepare_all(weights, …)`` when the caller already has it;
-    the kernels raced are those ``kernels.linear_kernels`` offers for ``m``."""
+    5). Where the cache is larger than ``weights`` can cover (``timing.plan_cache_defeat``
+    with at most ``len(weights)`` copies), one weight is used and the cache is flushed
+    before every timed call instead. ``prepared`` is ``kernels.prepare_all(weights, …)``
+    when the caller already has it; the kernels raced are those ``kernels.linear_kernels``
+    offers for ``m``."""
     device = ceilings.device
     flops = matmul_flops(m, shape.k, shape.n)
     nbytes = linear_bytes(m, shape.k, shape.n, dtype)
-    copies = min(len(weights), timing.copies_to_exceed_cache(nbytes, ceilings.cache_bytes))
+    plan = timing.plan_cache_defeat(nbytes, ceilings.cache_bytes,
+                                    max_copies=min(len(weights), timing.MAX_COPIES))  # fmt: skip
+    flush = timing.flush_buffer(device, plan.flush_bytes) if plan.method == "flush" else None
     if prepared is None:
-        prepared = kernels.prepare_all(weights[:copies], device, dtype)
-    torch_dtype = ceilings_mod.torch_dtype(dtype)
-    xs = timing.shifted_copies(timing.random_tensor((m, shape.k), torch_dtype, device), copies)
+        prepared = kernels.prepare_all(weights[: plan.copies], device, dtype)
+    x = timing.random_tensor((m, shape.k), timing.torch_dtype(dtype), device)
+    xs = timing.shifted_copies(x, plan.copies)
     candidates = _candidates(prepared, xs, device, dtype, m)
-    kernel, race, measured = kernels.time_fastest(candidates, device,
+    kernel, race, measured = kernels.time_fastest(candidates, device, flush=flush,
                                                   min_run_time=0.03 if quick else 0.3,
                                                   max_run_time=0.1 if quick else 2.0)  # fmt: skip
     point = SweepPoint(
@@ -234,6 +262,7 @@ def measure_point(
         achieved_flops=timing.achieved_flops(flops, measured.median_s),
         achieved_bandwidth=timing.achieved_bandwidth(nbytes, measured.median_s),
         predicted_s=0.0, prediction_error=0.0, bound="", kernel=kernel.name, race_s=race,
+        cache_defeat=plan.method, copies=plan.copies,
     )  # fmt: skip
     return predict(point, ceilings)
 
@@ -250,16 +279,76 @@ def predict(point: SweepPoint, ceilings: Ceilings) -> SweepPoint:
                    bound=predicted.bound)  # fmt: skip
 
 
-def remeasure_bandwidth(
-    points: Sequence[SweepPoint], ceilings: Ceilings, quick: bool = True
+def raise_ceilings(
+    points: Sequence[SweepPoint],
+    ceilings: Ceilings,
+    bandwidths: Sequence[float] = (),
+    matmuls: dict[str, tuple[float, tuple[int, int, int], str]] | None = None,
+) -> tuple[list[SweepPoint], Ceilings]:
+    """The ceilings raised to the best rate seen anywhere in a run, and every point
+    re-predicted from them.
+
+    ``bandwidths``: the stream measured again (between dtypes, after the sweep);
+    ``matmuls``: per dtype, a ceiling GEMM measured again, as ``(FLOP/s, shape, kernel)``.
+    Then the points themselves: a point's achieved B/s above the bandwidth ceiling (a
+    one-token matmul can stream faster than ``x.sum()``: it is the better streaming kernel)
+    becomes the ceiling, and a point's achieved FLOP/s above its dtype's matmul ceiling
+    becomes that ceiling. On a shared machine other programs' traffic moves every rate from
+    second to second; a ceiling is the best this device reached, so no point can beat its own
+    roofline."""
+    bandwidth, method = ceilings.bandwidth, ceilings.bandwidth_method
+    if bandwidths and max(bandwidths) > bandwidth:
+        bandwidth = max(bandwidths)
+        method = f"{method}; best of {len(bandwidths) + 1} streams during the run"
+    fastest = max(points, key=lambda p: p.achieved_bandwidth, default=None)
+    if fastest is not None and fastest.achieved_bandwidth > bandwidth:
+        bandwidth = fastest.achieved_bandwidth
+        method = (f"the {fastest.dtype} {fastest.shape} matmul at m={fastest.m} "
+                  f"({fastest.kernel} kernel), which streamed faster than x.sum()")  # fmt: skip
+    flops = dict(ceilings.matmul_flops)
+    shapes = dict(ceilings.matmul_shape)
+    kernel_names = dict(ceilings.matmul_kernel)
+    for dtype, (rate, shape, kernel) in (matmuls or {}).items():
+        if dtype in flops and rate > flops[dtype]:
+            flops[dtype], shapes[dtype], kernel_names[dtype] = rate, tuple(shape), kernel
+    for dtype in flops:
+        best = max((p for p in points if p.dtype == dtype), key=lambda p: p.achieved_flops,
+                   default=None)  # fmt: skip
+        if best is not None and best.achieved_flops > flops[dtype]:
+            flops[dtype], shapes[dtype], kernel_names[dtype] = (
+                best.achieved_flops, (best.m, best.k, best.n), best.kernel)
+    raised = replace(ceilings, bandwidth=bandwidth, bandwidth_method=method,
+                     matmul_flops=flops, matmul_shape=shapes,
+                     matmul_kernel=kernel_names)  # fmt: skip
+    return [predict(p, raised) for p in points], raised
+
+
+def remeasure_ceilings(
+    points: Sequence[SweepPoint],
+    ceilings: Ceilings,
+    quick: bool = True,
+    bandwidths: Sequence[float] = (),
+    matmul: bool = True,
 ) -> tuple[list[SweepPoint], Ceilings, float]:
-    """Measure the bandwidth again after a sweep and keep the best as the ceiling
-    (``ceilings.with_best_bandwidth``: other tenants of a shared machine move the stream
-    rate), then re-predict every point from it, so no point beats its own roofline. Returns
-    the points, the final ceilings and the new measurement."""
+    """After a sweep: stream the bandwidth again and (if ``matmul``) time each dtype's ceiling
+    GEMMs again, then ``raise_ceilings`` with those, the earlier ``bandwidths`` and the
+    points. Returns the re-predicted points, the final ceilings and the new stream rate."""
     again = ceilings_mod.measure_bandwidth(ceilings.device, quick)
-    best = ceilings_mod.with_best_bandwidth(ceilings, [again])
-    return [predict(p, best) for p in points], best, again
+    matmuls = ({dtype: ceilings_mod.measure_matmul_ceiling(ceilings.device, dtype, quick)
+                for dtype in ceilings.matmul_flops} if matmul else {})  # fmt: skip
+    points, final = raise_ceilings(points, ceilings, [*bandwidths, again], matmuls)
+    return points, final, again
+
+
+def points_above_roofline(
+    results: dict[str, Any], tolerance: float = 0.10
+) -> list[dict[str, Any]]:
+    """The points of a results file (``run``'s JSON) that sit more than ``tolerance`` above
+    their own roofline: achieved FLOP/s above min(matmul ceiling, intensity × bandwidth)."""
+    peaks, bandwidth = results["ceilings"]["matmul_flops"], results["ceilings"]["bandwidth"]
+    return [p for p in results["points"]
+            if p["achieved_flops"] > (1 + tolerance) * min(peaks[p["dtype"]],
+                                                           p["intensity"] * bandwidth)]  # fmt: skip
 
 
 def sweep(
@@ -271,9 +360,9 @@ def sweep(
     progress: bool = True,
 ) -> list[SweepPoint]:
     """Measure every (dtype, shape, m), m and its scale taken from ``scales``. A shape's
-    rotated weight copies and each kernel's form of them are made once per scale and reused
-    for every m at that scale: enough copies to exceed the cache at the scale's smallest m,
-    whose working set (weights, inputs, output) is the smallest."""
+    weight copies and each kernel's form of them are made once per scale and reused for
+    every m at that scale: as many as the scale's smallest m (whose working set is the
+    smallest) rotates among, or one where it flushes instead (``timing.plan_cache_defeat``)."""
     from tqdm.auto import tqdm
 
     points: list[SweepPoint] = []
@@ -283,9 +372,9 @@ def sweep(
             for scale in sorted(set(scales.values())):
                 tokens = [m for m, s in scales.items() if s == scale]
                 for shape in layer_shapes(cfg, scale):
-                    copies = timing.copies_to_exceed_cache(
+                    copies = timing.plan_cache_defeat(
                         linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
-                    )
+                    ).copies
                     weights = _weight_copies(shape, dtype, ceilings.device, copies)
                     prepared = kernels.prepare_all(weights, ceilings.device, dtype)
                     for m in tokens:
@@ -300,42 +389,43 @@ def sweep(
 
 def paired_decode(
     shape: LinearShape, dtype: str, device: str, pairs: int = PAIRS
-) -> tuple[str, list[tuple[float, float]]]:
+) -> tuple[str, LinearShape, list[tuple[float, float]]]:
     """Is a one-token matmul's gap to the bandwidth ceiling the kernel's or the machine's?
 
     Alternates ``pairs`` times between the bandwidth stream (``ceilings.measure_bandwidth``'s
     ``x.sum()``) and ``shape`` at m = 1 with its fastest kernel, each call timed on its own,
-    so that both see the same moment's memory traffic from other programs. Returns the
-    kernel's name and (stream B/s, matmul B/s) per pair, sorted by the stream's rate. Where
-    the stream is fast and the matmul is not, the kernel is what falls short."""
+    so that both see the same moment's memory traffic from other programs. The stream reads
+    at least twice the last-level cache, so it also flushes the weight out before each
+    matmul: one weight copy suffices. Where that copy, in every kernel's form, would not fit
+    beside the stream in a quarter of the device's memory, ``shape`` is halved until it does.
+    Returns the kernel's name, the shape timed and (stream B/s, matmul B/s) per pair, sorted
+    by the stream's rate. Where the stream is fast and the matmul is not, the kernel is what
+    falls short."""
     import torch
 
     if pairs < 1:
         raise ValueError(f"pairs must be at least 1, got {pairs}")
-    cache = timing.last_level_cache_bytes(device)
-    budget = ceilings_mod.device_memory_bytes(device) // 4
-    if _memory_needed(shape, 1, dtype, cache, device) > budget:
-        raise ValueError(f"{shape.label} ({shape.k}x{shape.n}, {dtype}) needs more memory than "
-                         f"a quarter of {device}'s")  # fmt: skip
     buffer = ceilings_mod.stream_buffer(device)
     stream_bytes = buffer.numel() * buffer.element_size()
+    budget = ceilings_mod.device_memory_bytes(device) // 4 - stream_bytes
+    forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
+    while forms * linear_bytes(1, shape.k, shape.n, dtype) > budget and min(shape.k, shape.n) > 1:
+        shape = replace(shape, k=max(1, shape.k // 2), n=max(1, shape.n // 2))
     matmul_bytes = linear_bytes(1, shape.k, shape.n, dtype)
-    copies = timing.copies_to_exceed_cache(matmul_bytes, cache)
-    weights = _weight_copies(shape, dtype, device, copies)
-    x = timing.random_tensor((1, shape.k), ceilings_mod.torch_dtype(dtype), device)
-    xs = timing.shifted_copies(x, copies)
-    candidates = _candidates(kernels.prepare_all(weights, device, dtype), xs, device, dtype, 1)
-    kernel, _ = kernels.fastest(candidates, device)
-    input_sets = dict(candidates)[kernel]
+    weights = _weight_copies(shape, dtype, device, 1)
+    x = timing.random_tensor((1, shape.k), timing.torch_dtype(dtype), device)
+    candidates = _candidates(kernels.prepare_all(weights, device, dtype), [x], device, dtype, 1)
+    kernel, _ = kernels.fastest(candidates, device, flush=buffer)
+    (input_set,) = dict(candidates)[kernel]
     timing.call_seconds(torch.sum, (buffer,), device)  # warm-up, both
-    timing.call_seconds(kernel.run, input_sets[-1], device)
+    timing.call_seconds(kernel.run, input_set, device)
     rates = []
-    for i in range(pairs):
+    for _ in range(pairs):
         stream_s = timing.call_seconds(torch.sum, (buffer,), device)
-        matmul_s = timing.call_seconds(kernel.run, input_sets[i % copies], device)
+        matmul_s = timing.call_seconds(kernel.run, input_set, device)
         rates.append((timing.achieved_bandwidth(stream_bytes, stream_s),
                       timing.achieved_bandwidth(matmul_bytes, matmul_s)))  # fmt: skip
-    return kernel.name, sorted(rates)
+    return kernel.name, shape, sorted(rates)
 
 
 def format_pairs(
@@ -355,6 +445,20 @@ def format_pairs(
         lines.append(f"  {len(chunk):>5} {stream / 1e9:>12.1f} {matmul / 1e9:>12.1f} "
                      f"{matmul / stream:>14.0%}")  # fmt: skip
     return "\n".join(lines)
+
+
+def fastest_group(
+    rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
+) -> tuple[float, float]:
+    """``paired_decode``'s pairs: the median stream and matmul rates of the group with the
+    fastest streams (``format_pairs``'s last row), a rate to hold against the ceilings."""
+    import statistics
+
+    if not rates:
+        raise ValueError("need at least one pair")
+    ordered = sorted(rates)
+    top = ordered[round((groups - 1) * len(ordered) / groups):] or ordered[-1:]
+    return statistics.median(r[0] for r in top), statistics.median(r[1] for r in top)
 
 
 def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, float]:
@@ -379,11 +483,13 @@ def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dic
             _, nbytes, measured, predicted = _layer_totals(decode)
             entry["decode_bandwidth_fraction"] = nbytes / measured / ceilings.bandwidth
             entry["decode_prediction_error"] = predicted / measured - 1
+            entry["decode_kernels"] = sorted({p.kernel for p in decode})
         prefill = [p for p in ours if p.m >= PREFILL_MIN_TOKENS]
         if prefill:
             flops, _, measured, predicted = _layer_totals(prefill)
             entry["prefill_flops_fraction"] = flops / measured / ceilings.peak(dtype)
             entry["prefill_prediction_error"] = predicted / measured - 1
+            entry["prefill_kernels"] = sorted({p.kernel for p in prefill})
         summary[dtype] = entry
     return summary
 
@@ -392,14 +498,15 @@ def format_table(points: Sequence[SweepPoint]) -> str:
     """The sweep as a fixed-width text table."""
     header = (f"{'dtype':5} {'shape':8} {'m':>5} {'k':>6} {'n':>6} {'median ms':>10} "
               f"{'IQR ms':>8} {'GFLOP/s':>8} {'GB/s':>7} {'FLOP/B':>7} {'pred ms':>9} "
-              f"{'err':>6} {'bound':7} kernel")  # fmt: skip
+              f"{'err':>6} {'bound':7} {'kernel':7} cache")  # fmt: skip
     rows = [header, "-" * len(header)]
     for p in points:
         rows.append(
             f"{p.dtype:5} {p.shape:8} {p.m:5d} {p.k:6d} {p.n:6d} {p.median_s * 1e3:10.4f} "
             f"{p.iqr_s * 1e3:8.4f} {p.achieved_flops / 1e9:8.1f} "
             f"{p.achieved_bandwidth / 1e9:7.2f} {p.intensity:7.1f} "
-            f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound:7} {p.kernel}"
+            f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound:7} {p.kernel:7} "
+            f"{p.cache_defeat}{f' x{p.copies}' if p.cache_defeat == 'rotate' else ''}"
         )
     return "\n".join(rows)
 
@@ -424,17 +531,22 @@ def format_summary(summary: dict[str, dict[str, Any]], ceilings: Ceilings) -> st
         parts = []
         if "decode_bandwidth_fraction" in entry:
             parts.append(f"decode m=1 {entry['decode_bandwidth_fraction']:.0%} of bandwidth "
-                         f"(prediction {entry['decode_prediction_error']:+.0%})")  # fmt: skip
+                         f"(prediction {entry['decode_prediction_error']:+.0%}, kernel "
+                         f"{'/'.join(entry.get('decode_kernels', []))})")  # fmt: skip
         if "prefill_flops_fraction" in entry:
             parts.append(f"prefill m>={PREFILL_MIN_TOKENS} {entry['prefill_flops_fraction']:.0%}"
                          f" of matmul ceiling (prediction "
-                         f"{entry['prefill_prediction_error']:+.0%})")  # fmt: skip
+                         f"{entry['prefill_prediction_error']:+.0%}, kernel "
+                         f"{'/'.join(entry.get('prefill_kernels', []))})")  # fmt: skip
         lines.append(f"  {dtype}: " + "; ".join(parts))
     return "\n".join(lines)
 
 
-def plot_roofline(points: Sequence[SweepPoint], ceilings: Ceilings, path: str) -> None:
-    """Measured points on the measured roofline, one colour per dtype (log-log PNG)."""
+def plot_roofline(
+    points: Sequence[SweepPoint], ceilings: Ceilings, path: str, subtitle: str | None = None
+) -> None:
+    """Measured points on the measured roofline, one colour per dtype (log-log PNG), titled
+    with the device's name and ``subtitle`` (default: the torch version and date)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
@@ -455,7 +567,8 @@ def plot_roofline(points: Sequence[SweepPoint], ceilings: Ceilings, path: str) -
                        color=colour, marker=marker, s=22, label=f"{dtype} {shape}")  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/B)",
            ylabel="achieved FLOP/s",
-           title=f"Linear layers, measured on {ceilings.device_name}")  # fmt: skip
+           title=f"Linear layers, measured on {ceilings.device_name}\n"
+                 f"{subtitle or f'torch {ceilings.torch_version}, {ceilings.date}'}")  # fmt: skip
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -493,7 +606,7 @@ def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfi
 
     cfg = models.get(model)
     for dtype in dtypes:
-        ceilings_mod.torch_dtype(dtype)
+        timing.torch_dtype(dtype)
     ceilings_mod.check_device(device)
     return cfg
 
@@ -516,12 +629,20 @@ def run(
 
     start = _cpu_seconds()
     ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
-    scales = ({m: scale for m in tokens} if scale
-              else choose_scales(cfg, dtypes, tokens, ceilings, quick))  # fmt: skip
-    points = sweep(ceilings, cfg, dtypes, scales, quick, progress)
+    # per dtype: a CPU without bf16 arithmetic must not shrink its fp32 prefill too
+    scales = {dtype: ({m: scale for m in tokens} if scale
+                      else choose_scales(cfg, [dtype], tokens, ceilings, quick))
+              for dtype in dtypes}  # fmt: skip
+    streams = [ceilings.bandwidth]  # before, between dtypes, after
+    points: list[SweepPoint] = []
+    for i, dtype in enumerate(dtypes):
+        if i:
+            streams.append(ceilings_mod.measure_bandwidth(device, quick))
+        points += sweep(ceilings, cfg, [dtype], scales[dtype], quick, progress)
+    points, ceilings, bandwidth_after = remeasure_ceilings(points, ceilings, quick, streams[1:])
+    streams.append(bandwidth_after)
     others = _others_share(start)
-    bandwidth_before = ceilings.bandwidth
-    points, ceilings, bandwidth_after = remeasure_bandwidth(points, ceilings, quick)
+    bandwidth_before = streams[0]
     drift = bandwidth_after / bandwidth_before - 1
     summary = summarize(points, ceilings)
 
@@ -533,7 +654,8 @@ def run(
               "compete with the benchmark's threads, so its timings are slow and noisy",
               file=sys.stderr)  # fmt: skip
     print(f"  bandwidth before the sweep {bandwidth_before / 1e9:.1f} GB/s, after it "
-          f"{bandwidth_after / 1e9:.1f} GB/s ({drift:+.0%}); the ceiling is the best")  # fmt: skip
+          f"{bandwidth_after / 1e9:.1f} GB/s ({drift:+.0%}); each ceiling is the best rate "
+          "of the run")  # fmt: skip
     if abs(drift) > BANDWIDTH_DRIFT:
         print(f"warning: the memory bandwidth changed by {drift:+.0%} during this run (other "
               "processes or tenants using memory): memory-bound timings vary with it",
@@ -544,10 +666,11 @@ def run(
         "torch_version": ceilings.torch_version,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "model": model,
-        "scales": {str(m): s for m, s in scales.items()},
+        "scales": {dtype: {str(m): s for m, s in by_m.items()} for dtype, by_m in scales.items()},
         "quick": quick,
         "other_processes_cpu_share": others,
-        "bandwidth_before_and_after_sweep": [bandwidth_before, bandwidth_after],
+        "bandwidth_streams": streams,
+        "cache_bytes": ceilings.cache_bytes,
         "dtypes": list(dtypes),
         "tokens": tokens,
         "shapes": [asdict(s) for s in layer_shapes(cfg)],
@@ -572,8 +695,8 @@ def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
     cfg = _checked_model(model, dtypes, device)
     shape = max(layer_shapes(cfg), key=lambda s: s.k * s.n)
     for dtype in dtypes:
-        kernel, rates = paired_decode(shape, dtype, device, pairs)
-        title = (f"{model} {shape.label} ({shape.k}x{shape.n}), m=1, {dtype}, {kernel} kernel, "
+        kernel, timed, rates = paired_decode(shape, dtype, device, pairs)
+        title = (f"{model} {timed.label} ({timed.k}x{timed.n}), m=1, {dtype}, {kernel} kernel, "
                  f"on {ceilings_mod.device_name(device)}:")  # fmt: skip
         print(format_pairs(title, rates))
 

@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from helpers import timing
+from helpers import kernels, timing
 
 if TYPE_CHECKING:
     import torch
@@ -49,7 +49,8 @@ __all__ = [
     "with_best_bandwidth",
 ]
 
-DTYPE_NAMES = ("fp32", "bf16", "fp16")
+DTYPE_NAMES = timing.DTYPE_NAMES
+torch_dtype = timing.torch_dtype  # here too, where chapters 4-5 first meet it
 
 MiB = 2**20
 GiB = 2**30
@@ -107,17 +108,6 @@ class Ceilings:
         )
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    """``"fp32"`` → ``torch.float32`` etc.; ValueError naming the known dtypes otherwise."""
-    import torch
-
-    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}: known are {', '.join(DTYPE_NAMES)}") from None
-
-
 def check_device(device: str) -> str:
     """The device string, validated: ValueError if unknown or not present here."""
     import torch
@@ -164,7 +154,9 @@ def device_name(device: str) -> str:
 
 def device_memory_bytes(device: str) -> int:
     """Memory a benchmark may plan around: free GPU memory, MPS's recommended maximum, or
-    the CPU's available RAM (total RAM where that is not reported)."""
+    the CPU's available RAM: Linux's MemAvailable (free memory plus the page cache it can
+    reclaim; free memory alone is small on any machine that has read many files), else free
+    pages, else total RAM."""
     import torch
 
     kind = torch.device(device).type
@@ -172,6 +164,13 @@ def device_memory_bytes(device: str) -> int:
         return int(torch.cuda.mem_get_info(torch.device(device))[0])
     if kind == "mps":
         return int(torch.mps.recommended_max_memory())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        pass
     pages = os.sysconf("SC_AVPHYS_PAGES") if "SC_AVPHYS_PAGES" in os.sysconf_names else None
     pages = pages or os.sysconf("SC_PHYS_PAGES")
     return int(pages * os.sysconf("SC_PAGE_SIZE"))
@@ -218,8 +217,6 @@ def measure_matmul_ceiling(
     The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
     its best case, which is what a ceiling is.
     """
-    from helpers import kernels
-
     best: tuple[float, tuple[int, int, int], str] | None = None
     for m, k, n in shapes or gemm_shapes(device, quick):
         x = timing.random_tensor((m, k), torch_dtype(dtype), device)
@@ -238,21 +235,21 @@ def measure_matmul_ceiling(
 
 
 def bandwidth_buffer_bytes(device: str, quick: bool) -> int:
-    """Size of the streamed buffer: many times the last-level cache, at least 256 MiB
-    (1 GiB in full mode), at most a quarter of the device's memory."""
+    """Size of the streamed buffer: ``timing.FLUSH_FACTOR`` (2) × the last-level cache and at
+    least 256 MiB (4 × and 1 GiB in full mode), at most a quarter of the device's memory. A
+    sequential pass over twice the cache finds none of it still cached, and the same buffer
+    then serves as the harness's cache flush (``timing.flush_buffer``)."""
     cache = timing.last_level_cache_bytes(device)
-    wanted = max(8 * cache, 256 * MiB) if quick else max(16 * cache, GiB)
+    factor = timing.FLUSH_FACTOR
+    wanted = max(factor * cache, 256 * MiB) if quick else max(2 * factor * cache, GiB)
     return int(min(wanted, device_memory_bytes(device) // 4))
 
 
 def stream_buffer(device: str, quick: bool = True, nbytes: int | None = None) -> torch.Tensor:
-    """The buffer the bandwidth stream reads: random fp32, ``nbytes`` (default
-    ``bandwidth_buffer_bytes``). The stream is ``torch.sum`` over it; the bytes it moves are
-    the buffer's size, read once per call."""
-    import torch
-
-    nbytes = nbytes or bandwidth_buffer_bytes(device, quick)
-    return timing.random_tensor((nbytes // 4,), torch.float32, device)
+    """The buffer the bandwidth stream reads: ``timing.flush_buffer`` of at least ``nbytes``
+    (default ``bandwidth_buffer_bytes``), random fp32, made once per process. The stream is
+    ``torch.sum`` over it; the bytes it moves are the buffer's size, read once per call."""
+    return timing.flush_buffer(device, nbytes or bandwidth_buffer_bytes(device, quick))
 
 
 def measure_bandwidth(device: str, quick: bool = True, nbytes: int | None = None) -> float:
@@ -292,7 +289,8 @@ def measure_ceilings(
         flops[dtype], best_shape[dtype], best_kernel[dtype] = measure_matmul_ceiling(
             device, dtype, quick, shapes
         )
-    nbytes = bandwidth_bytes or bandwidth_buffer_bytes(device, quick)
+    buffer = stream_buffer(device, quick, bandwidth_bytes)
+    nbytes = buffer.numel() * buffer.element_size()
     bandwidth = measure_bandwidth(device, quick, nbytes)
 
     name = device_name(device)

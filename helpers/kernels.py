@@ -42,6 +42,7 @@ __all__ = [
     "PACKED",
     "ATEN",
     "RANK_CALLS",
+    "KERNELS_ENV",
     "linear_kernels",
     "prepare_all",
     "fastest",
@@ -52,6 +53,12 @@ RANK_CALLS = 1
 """Timed calls per kernel when choosing the fastest, after one warm-up call; the winner is
 then measured properly. Kernels worth choosing between differ by more than one call's noise,
 and ones that do not are equally good choices."""
+
+
+KERNELS_ENV = "TEXTBOOK_KERNELS"
+"""Environment variable restricting the kernels offered to a comma-separated list of names
+(e.g. ``eager``), to measure what the race is worth: ``TEXTBOOK_KERNELS=eager python -m
+helpers.bench --quick`` runs everything, ceilings included, with ``F.linear`` alone."""
 
 
 @dataclass(frozen=True)
@@ -131,19 +138,28 @@ def _onednn_supports(torch_dtype: torch.dtype) -> bool:
 
 def linear_kernels(device: str, dtype: str, m: int | None = None) -> list[LinearKernel]:
     """The kernels worth trying for a ``dtype`` linear layer on ``device`` with ``m`` rows of
-    input (None: for any m), ``eager`` first."""
+    input (None: for any m), ``eager`` first; only those named in ``TEXTBOOK_KERNELS`` where
+    that is set (``eager`` is always offered, so every point has a kernel)."""
+    import os
+
     import torch
 
-    from helpers.ceilings import torch_dtype
-
     kernels = [EAGER]
-    if torch.device(device).type != "cpu":
+    if torch.device(device).type == "cpu":
+        if _onednn_supports(timing.torch_dtype(dtype)):
+            kernels += [ONEDNN, PACKED]
+        if dtype != "fp32" and m in (None, 1):
+            kernels.append(ATEN)
+    wanted = os.environ.get(KERNELS_ENV, "").strip()
+    if not wanted:
         return kernels
-    if _onednn_supports(torch_dtype(dtype)):
-        kernels += [ONEDNN, PACKED]
-    if dtype != "fp32" and m in (None, 1):
-        kernels.append(ATEN)
-    return kernels
+    names = {name.strip() for name in wanted.split(",") if name.strip()}
+    known = {k.name for k in (EAGER, ONEDNN, PACKED, ATEN)}
+    if names - known:
+        raise ValueError(f"{KERNELS_ENV}={wanted!r} names unknown kernels "
+                         f"{', '.join(sorted(names - known))}: known are "
+                         f"{', '.join(sorted(known))}")  # fmt: skip
+    return [k for k in kernels if k is EAGER or k.name in names]
 
 
 def prepare_all(
@@ -156,28 +172,35 @@ def prepare_all(
 
 
 def _best_of_calls(
-    fn: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]], device: str, calls: int
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: str,
+    calls: int,
+    flush: torch.Tensor | None = None,
 ) -> float:
-    """Fastest of ``calls`` synchronized calls, after one warm-up call."""
+    """Fastest of ``calls`` synchronized calls, after one warm-up call; each after a cache
+    flush when ``flush`` is given, as the winner will be timed."""
     inputs = itertools.cycle(input_sets)
     timing.call_seconds(fn, next(inputs), device)
-    return min(timing.call_seconds(fn, next(inputs), device) for _ in range(calls))
+    return min(timing.call_seconds(fn, next(inputs), device, flush) for _ in range(calls))
 
 
 def fastest(
     candidates: Sequence[tuple[LinearKernel, Sequence[tuple[Any, ...]]]],
     device: str,
     calls: int = RANK_CALLS,
+    flush: torch.Tensor | None = None,
 ) -> tuple[LinearKernel, dict[str, float]]:
     """The fastest kernel of ``candidates`` (each with its input sets, ``(x, prepared W)``
-    rotated as in ``timing.time_callable``), and each one's best-of-``calls`` seconds. Every
-    candidate raced has been warmed up; a lone candidate is returned without being run (and
-    an empty dict)."""
+    rotated as in ``timing.time_callable``), and each one's best-of-``calls`` seconds
+    (each call after a cache flush when ``flush``, a ``timing.flush_buffer``, is given).
+    Every candidate raced has been warmed up; a lone candidate is returned without being run
+    (and an empty dict)."""
     if not candidates:
         raise ValueError("need at least one kernel to choose from")
     if len(candidates) == 1:
         return candidates[0][0], {}
-    seconds = {kernel.name: _best_of_calls(kernel.run, sets, device, calls)
+    seconds = {kernel.name: _best_of_calls(kernel.run, sets, device, calls, flush)
                for kernel, sets in candidates}  # fmt: skip
     winner = min(candidates, key=lambda candidate: seconds[candidate[0].name])[0]
     return winner, seconds
@@ -186,13 +209,14 @@ def fastest(
 def time_fastest(
     candidates: Sequence[tuple[LinearKernel, Sequence[tuple[Any, ...]]]],
     device: str,
+    flush: torch.Tensor | None = None,
     **time_options: Any,
 ) -> tuple[LinearKernel, dict[str, float], timing.Timing]:
     """Race ``candidates`` (``fastest``), then measure the winner properly with
-    ``timing.time_callable(**time_options)``: the kernel, the race's times and the timing.
-    A raced winner is already warm; a lone candidate gets one warm-up call."""
-    kernel, race = fastest(candidates, device)
+    ``timing.time_callable(flush=flush, **time_options)``: the kernel, the race's times and
+    the timing. A raced winner is already warm; a lone candidate gets one warm-up call."""
+    kernel, race = fastest(candidates, device, flush=flush)
     input_sets = next(sets for candidate, sets in candidates if candidate is kernel)
     measured = timing.time_callable(kernel.run, input_sets, device, warmup=0 if race else 1,
-                                    **time_options)  # fmt: skip
+                                    flush=flush, **time_options)  # fmt: skip
     return kernel, race, measured

@@ -8,6 +8,8 @@ These are lower bounds: real kernels reach a fraction of peak (chapter 4 measure
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from helpers._validate import positive_int
 from helpers.flops import forward_flops
 from helpers.hardware import HardwareSpec
@@ -82,3 +84,185 @@ def e2e_fixed_tpot(ttft_seconds: float, tpot_seconds: float, output_tokens: int)
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0, got {value!r}")
     return ttft_seconds + (output_tokens - 1) * tpot_seconds
+
+
+# Speculative decoding (chapter 8): Leviathan, Kalman and Matias, "Fast Inference from
+# Transformers via Speculative Decoding" (ICML 2023, arXiv 2211.17192). The Monte Carlo of the
+# rejection sampling these formulas summarise is helpers.serving.spec_monte_carlo.
+
+__all__ += ["spec_expected_tokens", "spec_speedup", "spec_best_gamma"]
+
+
+def _check_spec(alpha: float, gamma: int) -> None:
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha (acceptance rate) must be in [0, 1], got {alpha!r}")
+    if type(gamma) is not int or gamma < 0:
+        raise ValueError(f"gamma (draft tokens per pass) must be an int >= 0, got {gamma!r}")
+
+
+def spec_expected_tokens(alpha: float, gamma: int) -> float:
+    """Expected tokens per target pass, (1 − α^{γ+1}) / (1 − α) (Leviathan et al. 2023, eq. 1).
+
+    The draft proposes γ tokens; each is accepted with probability α, independently, and the
+    pass always yields one more token (the target's correction, or a bonus one when all γ are
+    accepted): 1 + α + … + α^γ. At α = 1 that sum is γ + 1 (chapter 8).
+    """
+    _check_spec(alpha, gamma)
+    if alpha == 1:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def spec_speedup(alpha: float, gamma: int, c: float) -> float:
+    """Walltime speedup over plain decoding, (1 − α^{γ+1}) / ((1 − α)(γc + 1)) (Leviathan et
+    al. 2023, Theorem 3.8): the expected tokens of one pass over its cost, γ draft steps at c
+    target steps each plus one target pass. c = draft step time / target step time. It
+    assumes the target's pass over γ + 1 tokens costs one decode step, which holds while
+    decode is memory-bound (chapters 3 and 8).
+    """
+    if not c >= 0:
+        raise ValueError(f"c (draft cost over target cost) must be >= 0, got {c!r}")
+    return spec_expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
+    """The γ in 0 … ``max_gamma`` that maximises ``spec_speedup`` (the smallest on a tie).
+
+    Drafting more tokens pays while α^γ, the chance the last one is still wanted, beats the
+    cost c of drafting it; at α = 0.8, c = 0.05 the best is γ = 8, 3.09× (chapter 8).
+    """
+    _check_spec(alpha, max_gamma)
+    speedups = [spec_speedup(alpha, gamma, c) for gamma in range(max_gamma + 1)]
+    return max(range(max_gamma + 1), key=lambda gamma: (speedups[gamma], -gamma))
+
+
+# Chapter 6 (`06_ttft_tpot`): the metrics of one streamed request, read from its timing
+# trace, and predictions from TTFT and TPOT curves measured on a device.
+
+__all__ += ["trace_metrics", "inter_token_latencies", "interpolate", "predict_e2e",
+            "diagnose_first_token", "bandwidth_utilization", "flops_utilization"]  # fmt: skip
+
+
+def _check_trace(start_s: float, token_times: Sequence[float]) -> list[float]:
+    times = [float(t) for t in token_times]
+    if not times:
+        raise ValueError("token_times is empty: a request emits at least one token")
+    if any(b < a for a, b in zip(times, times[1:], strict=False)) or times[0] < start_s:
+        raise ValueError("token_times must be non-decreasing and no earlier than start_s")
+    return times
+
+
+def inter_token_latencies(token_times: Sequence[float]) -> list[float]:
+    """Gaps between consecutive tokens (ITL), n − 1 of them: what a streaming user feels."""
+    times = _check_trace(float("-inf"), token_times)
+    return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+def trace_metrics(start_s: float, token_times: Sequence[float]) -> dict[str, float]:
+    """TTFT, TPOT, end-to-end latency and the largest ITL of one request (chapter 6).
+
+    ``start_s``: when the request arrived; ``token_times``: when each of its n tokens came
+    out. TTFT = t₁ − start; e2e = tₙ − start; TPOT = (e2e − TTFT)/(n − 1), as vLLM's
+    benchmarks define it (0 for a one-token answer, which has no decode step), so that
+    e2e = TTFT + (n − 1)·TPOT holds exactly. TPOT is the mean ITL; max_itl is the worst one.
+    """
+    times = _check_trace(start_s, token_times)
+    n = len(times)
+    ttft_s, e2e_s = times[0] - start_s, times[-1] - start_s
+    gaps = inter_token_latencies(times)
+    return {"ttft": ttft_s, "tpot": (e2e_s - ttft_s) / (n - 1) if n > 1 else 0.0,
+            "e2e": e2e_s, "max_itl": max(gaps) if gaps else 0.0}  # fmt: skip
+
+
+def interpolate(curve: Mapping[int, float], x: float) -> float:
+    """A measured curve {x: seconds} read at ``x``: linear between the measured points,
+    constant beyond them (as ``numpy.interp``)."""
+    if not curve:
+        raise ValueError("the curve has no measured points")
+    points = sorted((float(k), float(v)) for k, v in curve.items())
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def predict_e2e(
+    ttft_curve: Mapping[int, float],
+    tpot_curve: Mapping[int, float],
+    prompt_tokens: int,
+    output_tokens: int,
+) -> float:
+    """End-to-end seconds of a request from measured curves (chapter 6).
+
+    ``ttft_curve``: prompt length → TTFT; ``tpot_curve``: tokens already in the KV cache →
+    seconds of one decode step. Decode step j = 1 … n − 1 starts with prompt + j − 1 tokens
+    cached (the prompt and the tokens generated before it, minus the one it feeds in), so
+    e2e = TTFT(P) + Σⱼ TPOT(P + j − 1).
+    """
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(output_tokens, "output_tokens")
+    total = interpolate(ttft_curve, prompt_tokens)
+    for step in range(1, output_tokens):
+        total += interpolate(tpot_curve, prompt_tokens + step - 1)
+    return total
+
+
+def diagnose_first_token(
+    ttft_s: float, prompt_tokens: int, idle_ttft_curve: Mapping[int, float]
+) -> dict[str, float | str]:
+    """Split a slow first token into prefill and waiting (chapter 6).
+
+    ``idle_ttft_curve``: TTFT against prompt length on an idle server, so its value at this
+    prompt is the prefill's own time. The rest of the measured TTFT was spent waiting
+    (queueing behind other requests, or a prefill slowed by a shared batch), at least 0.
+    ``cause``: "prefill" when the prefill's own time is the larger part, else "queueing".
+    """
+    positive_int(prompt_tokens, "prompt_tokens")
+    if not ttft_s >= 0:
+        raise ValueError(f"ttft_s must be >= 0, got {ttft_s!r}")
+    prefill_s = interpolate(idle_ttft_curve, prompt_tokens)
+    queue_s = max(0.0, ttft_s - prefill_s)
+    return {"prefill_s": prefill_s, "queue_s": queue_s,
+            "cause": "prefill" if prefill_s >= queue_s else "queueing"}  # fmt: skip
+
+
+def bandwidth_utilization(bytes_moved: float, seconds: float, bandwidth: float) -> float:
+    """MBU: bytes a step must move per second it took, over the bandwidth ceiling (ch. 6)."""
+    for value, name in ((seconds, "seconds"), (bandwidth, "bandwidth")):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value!r}")
+    return bytes_moved / seconds / bandwidth
+
+
+def flops_utilization(flop_count: float, seconds: float, peak: float) -> float:
+    """MFU: FLOPs a step must do per second it took, over the matmul ceiling (chapter 6)."""
+    for value, name in ((seconds, "seconds"), (peak, "peak")):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value!r}")
+    return flop_count / seconds / peak
+
+
+# Chapter 5: a layer's time from measured ceilings, and a prediction's error.
+__all__ += ["layer_time", "prediction_error"]
+
+
+def layer_time(
+    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
+    dtype: str = "bf16",
+) -> float:  # fmt: skip
+    """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
+    ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
+    each matmul with its own bound."""
+    from helpers.roofline import predicted_time
+
+    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
+
+
+def prediction_error(predicted: float, measured: float) -> float:
+    """Relative error of a prediction against a measurement: predicted / measured − 1
+    (negative: the roofline promised a faster run than the device delivered; chapter 5)."""
+    if measured <= 0:
+        raise ValueError(f"measured must be positive, got {measured}")
+    return predicted / measured - 1

@@ -18,8 +18,8 @@ from helpers.models import ModelConfig
 __all__ = [
     "dot_intensity",
     "gemm_intensity",
-    "seed_prefill_intensity",
-    "seed_decode_intensity",
+    "interview_prefill_intensity",
+    "interview_decode_intensity",
     "batched_decode_intensity",
     "gemm_knee",
     "ridge_point",
@@ -47,29 +47,29 @@ def gemm_intensity(m: int, k: int, n: int, dtype: str = "bf16") -> float:
     return matmul_flops(m, k, n) / linear_bytes(m, k, n, dtype)
 
 
-def _check_seed_args(params: int, bytes_per_param: float, kappa: float, tokens: int) -> None:
+def _check_interview_args(params: int, bytes_per_param: float, kappa: float, tokens: int) -> None:
     positive_int(params, "params")
     positive_int(tokens, "tokens")
     if bytes_per_param <= 0 or kappa <= 0:
         raise ValueError("bytes_per_param and kv_bytes_per_token must be positive")
 
 
-def seed_prefill_intensity(
+def interview_prefill_intensity(
     params: int, bytes_per_param: float, kv_bytes_per_token: float, prompt_tokens: int
 ) -> float:
-    """The source lesson's prefill_I(S) = 2NS / (Nb + κS): every weight read once, the
-    prompt's KV cache written once; activations ignored (chapter 3 shows what that misses)."""
-    _check_seed_args(params, bytes_per_param, kv_bytes_per_token, prompt_tokens)
+    """A common interview answer's prefill_I(S) = 2NS / (Nb + κS): every weight read once,
+    the prompt's KV cache written once; activations ignored (chapter 3 shows what that misses)."""
+    _check_interview_args(params, bytes_per_param, kv_bytes_per_token, prompt_tokens)
     n, s = params, prompt_tokens
     return 2 * n * s / (n * bytes_per_param + kv_bytes_per_token * s)
 
 
-def seed_decode_intensity(
+def interview_decode_intensity(
     params: int, bytes_per_param: float, kv_bytes_per_token: float, context: int
 ) -> float:
-    """The source lesson's decode_I(S) = 2N / (Nb + κS): one token's FLOPs over every weight
-    and the whole KV cache read once."""
-    _check_seed_args(params, bytes_per_param, kv_bytes_per_token, context)
+    """A common interview answer's decode_I(S) = 2N / (Nb + κS): one token's FLOPs over every
+    weight and the whole KV cache read once."""
+    _check_interview_args(params, bytes_per_param, kv_bytes_per_token, context)
     n, s = params, context
     return 2 * n / (n * bytes_per_param + kv_bytes_per_token * s)
 
@@ -205,6 +205,78 @@ def critical_batch_split(
     if not compute_bound(max_batch):
         return None
     low, high = 1, max_batch  # intensity grows with B: bisect for the first B at the ridge
+    while low < high:
+        middle = (low + high) // 2
+        if compute_bound(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+# Chapter 5: the roofline with a device's measured ceilings.
+__all__ += ["predicted_time"]
+
+
+def predicted_time(
+    m: int, k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
+) -> float:
+    """Roofline seconds of y[m×n] = x[m×k]·W on a device whose measured ceilings are ``peak``
+    FLOP/s and ``bandwidth`` B/s (chapter 5): max(2mkn / peak, b(mk + kn + mn) / bandwidth).
+    The knee of the same shape is ``gemm_knee(k, n, peak / bandwidth, dtype)``."""
+    if peak <= 0 or bandwidth <= 0:
+        raise ValueError(f"peak and bandwidth must be positive, got {peak} and {bandwidth}")
+    return max(matmul_flops(m, k, n) / peak, linear_bytes(m, k, n, dtype) / bandwidth)
+
+
+# Chapter 7: weight-only quantization (int8/int4 weights, bf16 activations).
+__all__ += ["decode_split_weight_only", "critical_batch_weight_only"]
+
+
+def decode_split_weight_only(
+    cfg: ModelConfig,
+    hw: HardwareSpec,
+    batch: int,
+    context: int,
+    weight_dtype: str,
+    activation_dtype: str = "bf16",
+) -> dict[str, RooflineTime]:
+    """``decode_split`` with the weight matrices stored in ``weight_dtype`` and everything
+    else (activations, KV cache, the matmuls' arithmetic) in ``activation_dtype``, as
+    weight-only quantization runs (chapter 7): the weights are dequantized on the fly, so
+    the bytes of the weight part shrink while its FLOPs and peak stay those of
+    ``activation_dtype``. With both dtypes equal it is ``decode_split``."""
+    split = decode_split(cfg, hw, batch, context, activation_dtype)
+    weights = split["weights"]
+    elements = cfg.layers * sum(k * n for name, (k, n) in cfg.linear_shapes().items()
+                                if name != "lm_head") + cfg.hidden * cfg.vocab  # fmt: skip
+    saved = (dtype_bytes(activation_dtype) - dtype_bytes(weight_dtype)) * elements
+    flops = weights.compute_seconds * hw.peak(activation_dtype)
+    moved = weights.memory_seconds * hw.bandwidth - saved
+    return {"weights": roofline_time(flops, moved, hw, activation_dtype),
+            "attention": split["attention"]}  # fmt: skip
+
+
+def critical_batch_weight_only(
+    cfg: ModelConfig,
+    hw: HardwareSpec,
+    weight_dtype: str,
+    activation_dtype: str = "bf16",
+    max_batch: int = 1 << 20,
+) -> int | None:
+    """``critical_batch_split`` under weight-only quantization (chapter 7): the smallest B
+    at which the weight part of a decode step turns compute-bound. The weight bytes shrink
+    by b_w / b_a and the FLOPs do not, so B ≈ ridge · b_w / 2: int8 weights halve the bf16
+    critical batch, int4 quarter it. None if not reached by ``max_batch``."""
+    positive_int(max_batch, "max_batch")
+
+    def compute_bound(batch: int) -> bool:
+        split = decode_split_weight_only(cfg, hw, batch, 1, weight_dtype, activation_dtype)
+        return split["weights"].bound == "compute"
+
+    if not compute_bound(max_batch):
+        return None
+    low, high = 1, max_batch
     while low < high:
         middle = (low + high) // 2
         if compute_bound(middle):

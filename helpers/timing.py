@@ -7,9 +7,10 @@ One way to time device work on CPU, CUDA and MPS, with every pitfall of chapter 
 - the device is synchronized before the clock is read (CUDA and MPS run asynchronously);
 - the CPU gets all its threads (``torch.utils.benchmark.Timer`` defaults to ONE);
 - inputs are random, never zeros (zeros can run faster);
-- inputs rotate among copies whose total exceeds the last-level cache, so a memory-bound
-  kernel is timed reading memory, not cache; on CUDA the L2 is also flushed before each call
-  with a buffer twice its size;
+- a memory-bound kernel is timed reading memory, not cache (``plan_cache_defeat``): inputs
+  rotate among a bounded number of copies whose total exceeds the last-level cache, or, where
+  that many copies would be too many, the cache is flushed before each timed call by streaming
+  a buffer twice its size (``flush_buffer``); on CUDA the L2 is flushed before every call;
 - the result is the median with its spread (IQR, min, max), never a single run.
 
 The arithmetic (median and spread, achieved FLOP/s and B/s, how many copies defeat a cache)
@@ -39,8 +40,17 @@ __all__ = [
     "achieved_flops",
     "achieved_bandwidth",
     "COPIES_FACTOR",
+    "FLUSH_FACTOR",
+    "MAX_COPIES",
+    "LLC_ENV",
+    "CacheDefeat",
     "copies_to_exceed_cache",
+    "plan_cache_defeat",
+    "flush_buffer",
+    "flush_cache",
     "last_level_cache_bytes",
+    "DTYPE_NAMES",
+    "torch_dtype",
     "DEFAULT_CPU_LLC_BYTES",
     "DEFAULT_MPS_CACHE_BYTES",
     "MIN_BLOCK_S",
@@ -51,6 +61,10 @@ __all__ = [
     "shifted_copies",
     "synchronize",
     "time_callable",
+    "time_rotating",
+    "cache_sweep_seconds",
+    "busy_cores",
+    "timing_threads",
 ]
 
 MiB = 2**20
@@ -73,6 +87,21 @@ clock costs about a microsecond, 0.1% of it."""
 COPIES_FACTOR = 2.0
 """Rotate among copies totalling at least this many times the cache: with an LRU-like cache,
 a copy is then evicted before it comes round again."""
+
+MAX_COPIES = 32
+"""Most input copies a rotation holds. A small weight on a CPU with a large cache (66 KB
+against 300 MiB) would need thousands, each made and packed before anything is timed; past
+this count the cache is flushed instead (``plan_cache_defeat``)."""
+
+FLUSH_FACTOR = 2.0
+"""A flush streams a buffer at least this many times the last-level cache."""
+
+LLC_ENV = "TEXTBOOK_LLC_BYTES"
+"""Environment variable that overrides the detected last-level cache size: bytes, or a size
+such as ``8MiB`` or ``1GiB`` (to try the harness as if on another CPU, or where detection is
+wrong, e.g. in a VM)."""
+
+DTYPE_NAMES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -146,6 +175,90 @@ def copies_to_exceed_cache(
     return max(1, math.ceil(factor * cache_bytes / bytes_per_copy))
 
 
+@dataclass(frozen=True)
+class CacheDefeat:
+    """How a timing keeps the last-level cache from serving its inputs (chapter 4).
+
+    ``method`` is ``"rotate"`` (cycle through ``copies`` distinct input sets totalling at
+    least ``COPIES_FACTOR`` × the cache) or ``"flush"`` (one input set; before every timed
+    call, stream a buffer of ``flush_bytes``)."""
+
+    method: str
+    copies: int
+    flush_bytes: int = 0
+
+
+def plan_cache_defeat(
+    bytes_per_copy: int,
+    cache_bytes: int,
+    max_copies: int = MAX_COPIES,
+    max_bytes: int | None = None,
+    factor: float = COPIES_FACTOR,
+) -> CacheDefeat:
+    """Rotate when ``copies_to_exceed_cache`` copies number at most ``max_copies`` and (if
+    given) total at most ``max_bytes``; otherwise flush with a buffer of ``FLUSH_FACTOR`` ×
+    the cache. A rotation keeps calls back to back (cheap to time, nothing extra runs); a
+    flush costs a stream of twice the cache per timed call but bounds the memory and the
+    set-up time whatever the cache's size."""
+    if max_copies < 1:
+        raise ValueError(f"max_copies must be at least 1, got {max_copies}")
+    copies = copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor)
+    if copies <= max_copies and (max_bytes is None or copies * bytes_per_copy <= max_bytes):
+        return CacheDefeat("rotate", copies)
+    return CacheDefeat("flush", 1, math.ceil(FLUSH_FACTOR * cache_bytes))
+
+
+_FLUSH_BUFFERS: dict[str, torch.Tensor] = {}
+
+
+def flush_buffer(device: str, nbytes: int) -> torch.Tensor:
+    """A random fp32 buffer of at least ``nbytes`` on ``device``, made once per process and
+    reused (a larger request replaces it): the flush before each timed call, and the
+    bandwidth stream of ``helpers.ceilings``, read the same buffer."""
+    import torch
+
+    if nbytes <= 0:
+        raise ValueError(f"nbytes must be positive, got {nbytes}")
+    key = str(torch.device(device))
+    buffer = _FLUSH_BUFFERS.get(key)
+    if buffer is None or buffer.numel() * 4 < nbytes:
+        _FLUSH_BUFFERS.pop(key, None)  # free the old one before making the new one
+        # uniform_ writes every page (an untouched zeroed page would be the one shared zero
+        # page, never in the cache) and is many times faster than randn for a large buffer
+        buffer = torch.empty(math.ceil(nbytes / 4), dtype=torch.float32, device=device)
+        buffer.uniform_(0.5, 1.5)
+        _FLUSH_BUFFERS[key] = buffer
+    return buffer
+
+
+def flush_cache(buffer: torch.Tensor) -> None:
+    """Evict the last-level cache by streaming ``buffer`` (``flush_buffer``, ≥ 2 × the cache).
+
+    triton's ``do_bench`` and mamf-finder flush a GPU's L2 by zeroing a fixed 256 MB buffer
+    before each call. That size is more than any GPU's L2 but less than some CPUs' last-level
+    caches (hundreds of MiB on server chips), so here the size follows the cache. On a CPU the
+    buffer is *read* (``sum``), not written: written lines would sit dirty in the cache, and
+    the timed call would pay for writing them back. On CUDA it is zeroed, as triton does.
+    """
+    import torch
+
+    if buffer.device.type == "cuda":
+        buffer.zero_()
+    else:
+        torch.sum(buffer)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"fp32"`` → ``torch.float32`` etc.; ValueError naming the known dtypes otherwise."""
+    import torch
+
+    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}: known are {', '.join(DTYPE_NAMES)}") from None
+
+
 def _parse_size(text: str) -> int | None:
     """'32768K', '32 MiB', '1M' → bytes; None if unreadable."""
     match = re.match(r"\s*([\d.]+)\s*([KMG]?)(i?B)?", text.strip(), re.IGNORECASE)
@@ -195,12 +308,21 @@ def _cpu_llc_from_command() -> int | None:
 def last_level_cache_bytes(device: str = "cpu") -> int:
     """Size of the cache that a benchmark's working set must exceed (chapter 4).
 
+    The environment variable ``TEXTBOOK_LLC_BYTES`` (``LLC_ENV``), if set, wins. Otherwise
     CPU: the largest data cache in Linux sysfs, else `lscpu` / macOS `sysctl`, else
     ``DEFAULT_CPU_LLC_BYTES``. CUDA: the L2 size torch reports. MPS: Apple does not report
     one, so ``DEFAULT_MPS_CACHE_BYTES``.
     """
     import torch
 
+    override = os.environ.get(LLC_ENV, "").strip()
+    if override:
+        size = _parse_size(override) if re.fullmatch(r"[\d.]+\s*([KMG]i?B?)?", override,
+                                                    re.IGNORECASE) else None  # fmt: skip
+        if not size:
+            raise ValueError(f"{LLC_ENV}={override!r} is not a cache size: give bytes or a "
+                             "size such as 8MiB or 1GiB")  # fmt: skip
+        return size
     kind = torch.device(device).type
     if kind == "cuda":
         return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
@@ -221,9 +343,17 @@ def synchronize(device: str) -> None:
         torch.mps.synchronize()
 
 
-def call_seconds(fn: Callable[..., Any], args: tuple[Any, ...], device: str = "cpu") -> float:
+def call_seconds(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    device: str = "cpu",
+    flush: torch.Tensor | None = None,
+) -> float:
     """Seconds of one synchronized call ``fn(*args)``: for a single long call (milliseconds
-    and more), where a block of calls is neither needed nor wanted."""
+    and more), where a block of calls is neither needed nor wanted, or for a call after a
+    cache flush (``flush``: a ``flush_buffer``, streamed before the clock starts)."""
+    if flush is not None:
+        flush_cache(flush)
     synchronize(device)
     start = time.perf_counter()
     fn(*args)
@@ -275,6 +405,7 @@ def time_callable(
     max_run_time: float = 1.0,
     threshold: float = 0.1,
     flush_l2: bool = True,
+    flush: torch.Tensor | None = None,
 ) -> Timing:
     """Time ``fn(*inputs)``, cycling ``inputs`` through ``input_sets`` (chapter 4).
 
@@ -291,9 +422,14 @@ def time_callable(
     (for a millisecond-long call, blocks of a hundred calls, which makes a sweep of a hundred
     points take minutes), and ``Timer.timeit`` runs two untimed calls before every block (for
     a slow call, three calls per sample).
-    CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size before each
-    call (events bracket the call only, so the flush is not timed) unless ``flush_l2`` is
-    False: chapter 4 turns it off to show what a cache does to a timing.
+    ``flush`` (a ``flush_buffer``, for inputs too small to rotate past the cache,
+    ``plan_cache_defeat``): every call is timed on its own after the buffer is streamed
+    (untimed), at least ``MIN_SAMPLES`` calls, then more until IQR/median < ``threshold``
+    with ``min_run_time`` of timed calls, or until ``max_run_time`` has passed counting the
+    flushes.
+    CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size (or ``flush``)
+    before each call (events bracket the call only, so the flush is not timed) unless
+    ``flush_l2`` is False: chapter 4 turns it off to show what a cache does to a timing.
     """
     import torch
 
@@ -306,7 +442,13 @@ def time_callable(
         synchronize(device)
 
     if torch.device(device).type == "cuda":
-        samples = _cuda_event_samples(fn, inputs, device, min_run_time, max_run_time, flush_l2)
+        if flush is None and flush_l2:
+            flush = flush_buffer(device, math.ceil(FLUSH_FACTOR * last_level_cache_bytes(device)))
+        samples = _cuda_event_samples(fn, inputs, min_run_time, max_run_time, flush)
+        return Timing.from_samples(samples, device=device, threads=threads)
+    if flush is not None:
+        samples = _flushed_samples(fn, inputs, device, flush, min_run_time, max_run_time,
+                                   threshold)  # fmt: skip
         return Timing.from_samples(samples, device=device, threads=threads)
 
     def synchronized_clock() -> float:
@@ -338,26 +480,45 @@ def time_callable(
     return Timing.from_samples(samples, device=device, threads=threads, calls_per_sample=number)
 
 
-def _cuda_event_samples(
+def _flushed_samples(
     fn: Callable[..., Any],
     inputs: itertools.cycle,
     device: str,
+    flush: torch.Tensor,
     min_run_time: float,
     max_run_time: float,
-    flush_l2: bool = True,
+    threshold: float,
+) -> list[float]:
+    """Per-call seconds on a CPU or MPS, the cache flushed (untimed) before every call."""
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        samples.append(call_seconds(fn, next(inputs), device, flush))
+        if len(samples) < MIN_SAMPLES:
+            continue
+        if time.perf_counter() - start >= max_run_time:
+            return samples
+        if sum(samples) >= min_run_time:
+            median, iqr = median_and_iqr(samples)
+            if iqr < threshold * median:
+                return samples
+
+
+def _cuda_event_samples(
+    fn: Callable[..., Any],
+    inputs: itertools.cycle,
+    min_run_time: float,
+    max_run_time: float,
+    flush: torch.Tensor | None,
     min_samples: int = 10,
 ) -> list[float]:
     """Per-call seconds from CUDA events, L2 flushed (not timed) before every call."""
     import torch
 
-    flush = None
-    if flush_l2:
-        l2_bytes = last_level_cache_bytes(device)
-        flush = torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.float32, device=device)
     samples: list[float] = []
     while len(samples) < min_samples or sum(samples) < min_run_time:
         if flush is not None:
-            flush.normal_()  # writes every line of a buffer twice the L2: evicts the inputs
+            flush_cache(flush)  # writes every line of a buffer twice the L2: evicts the inputs
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
@@ -368,3 +529,71 @@ def _cuda_event_samples(
         if sum(samples) > max_run_time and len(samples) >= MIN_SAMPLES:
             break
     return samples
+
+
+def time_rotating(
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: str = "cpu",
+    min_run_time: float = 0.2,
+) -> float:
+    """Median seconds per call of ``fn(*inputs)``, cycling through ``input_sets``, timed by
+    ``time_callable`` (every set warmed up once) with *no* cache flush, so the cache's effect
+    shows (chapter 4's cache explorer)."""
+    result = time_callable(fn, input_sets, device, warmup=len(input_sets) + 2,
+                           min_run_time=min_run_time, max_run_time=5 * min_run_time,
+                           flush_l2=False)  # fmt: skip
+    return result.median_s
+
+
+def cache_sweep_seconds(
+    device: str, buffer_bytes: int, copies: Sequence[int], min_run_time: float = 0.1
+) -> list[float]:
+    """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
+    each number of ``copies`` (in the order given), with ``time_rotating``: no flush, since
+    the cache's effect is what chapter 4's explorer shows."""
+    import torch
+
+    if buffer_bytes < 4 or not copies or min(copies) < 1:
+        raise ValueError("need buffer_bytes >= 4 and at least one count of copies, each >= 1")
+    buffers: list[tuple[torch.Tensor]] = []
+    seconds = []
+    for count in copies:
+        while len(buffers) < count:  # reuse the buffers made for smaller counts
+            buffers.append((random_tensor((buffer_bytes // 4,), torch.float32, device),))
+        seconds.append(time_rotating(torch.sum, buffers[:count], device, min_run_time))
+    return seconds
+
+
+def busy_cores(seconds: float = 0.5) -> float | None:
+    """Cores' worth of CPU time that *other* processes used over the next ``seconds`` (Linux
+    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing."""
+
+    def sample() -> tuple[float, float, float]:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, iowait
+        own = os.times()
+        return busy, own.user + own.system, time.perf_counter()
+
+    try:
+        start = sample()
+        time.sleep(seconds)
+        end = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    others = (end[0] - start[0]) - (end[1] - start[1])
+    return max(0.0, others / (end[2] - start[2]))
+
+
+def timing_threads(cores: int, busy: float | None) -> int:
+    """Threads to time with: every core that other processes leave free, at least one.
+
+    A parallel GEMM waits for its slowest thread at every barrier; a thread whose core is
+    taken by another process waits for the scheduler (milliseconds), so on a busy machine
+    fewer threads give faster *and* steadier timings (chapter 5)."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}")
+    if busy is None:
+        return cores
+    return max(1, min(cores, cores - round(busy)))

@@ -10,10 +10,8 @@ another device. ``sweep_results`` builds one from a live sweep.
 puts it on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
 notebook's dropdowns call.
 
-The chapter's reference formulas (``predicted_time``, ``knee_tokens``, ``layer_time``,
-``prediction_error``, ``measured_ridge``, ``measured_knee``) and ``busy_cores`` live here
-for now: they are chapter 3's roofline applied to *measured* ceilings, and belong in
-``helpers.roofline`` / ``helpers.bench`` / ``helpers.timing``.
+The formulas it draws live elsewhere: ``roofline.predicted_time`` and ``roofline.gemm_knee``
+(the knee), ``latency.layer_time`` and ``latency.prediction_error``.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 from helpers.flops import matmul_flops
-from helpers.hardware import HardwareSpec
+from helpers.latency import prediction_error
 from helpers.memory import linear_bytes
 from helpers.plots import plot_roofline
 from helpers.roofline import gemm_knee, roofline_time
@@ -31,12 +29,6 @@ from helpers.roofline import gemm_knee, roofline_time
 __all__ = [
     "LAYERS",
     "LayerPoint",
-    "predicted_time",
-    "knee_tokens",
-    "layer_time",
-    "prediction_error",
-    "busy_cores",
-    "timing_threads",
     "sweep_results",
     "roofline_results",
     "layer_points",
@@ -48,79 +40,6 @@ __all__ = [
 ]
 
 LAYERS = ("q", "k", "v", "o", "gate", "up", "down")
-
-
-def _spec(peak: float, bandwidth: float, dtype: str) -> HardwareSpec:
-    """Two measured numbers as a ``HardwareSpec``, so chapter 3's functions apply."""
-    return HardwareSpec(name="measured", peak_flops={dtype: peak}, bandwidth=bandwidth,
-                        memory_bytes=1.0, source="given ceilings")  # fmt: skip
-
-
-def predicted_time(
-    m: int, k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
-) -> float:
-    """Roofline time of y[m×n] = x[m×k]·W: max(2mkn / peak, b(mk + kn + mn) / bandwidth)."""
-    flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
-    return roofline_time(flops, nbytes, _spec(peak, bandwidth, dtype), dtype).seconds
-
-
-def knee_tokens(
-    k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
-) -> int | None:
-    """Smallest m whose GEMM intensity reaches this device's ridge peak / bandwidth, or None
-    (``roofline.gemm_knee`` with measured ceilings)."""
-    return gemm_knee(k, n, peak / bandwidth, dtype)
-
-
-def layer_time(
-    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
-    dtype: str = "bf16",
-) -> float:  # fmt: skip
-    """Roofline time of a layer's matmuls, run one after the other: the sum of each
-    (in_features, out_features) shape's ``predicted_time`` at m tokens."""
-    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
-
-
-def prediction_error(predicted: float, measured: float) -> float:
-    """Relative error of a prediction against a measurement: predicted / measured − 1
-    (negative: the roofline promised a faster run than the device delivered)."""
-    return predicted / measured - 1
-
-
-def busy_cores(seconds: float = 0.5) -> float | None:
-    """Cores' worth of CPU time that *other* processes used over the next ``seconds`` (Linux
-    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing."""
-    import os
-    import time
-
-    def sample() -> tuple[float, float, float]:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, iowait
-        own = os.times()
-        return busy, own.user + own.system, time.perf_counter()
-
-    try:
-        start = sample()
-        time.sleep(seconds)
-        end = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    others = (end[0] - start[0]) - (end[1] - start[1])
-    return max(0.0, others / (end[2] - start[2]))
-
-
-def timing_threads(cores: int, busy: float | None) -> int:
-    """Threads to time with: every core that other processes leave free, at least one.
-
-    A parallel GEMM waits for its slowest thread at every barrier; a thread whose core is
-    taken by another process waits for the scheduler (milliseconds), so on a busy machine
-    fewer threads give faster *and* steadier timings (chapter 5)."""
-    if cores < 1:
-        raise ValueError(f"cores must be at least 1, got {cores}")
-    if busy is None:
-        return cores
-    return max(1, min(cores, cores - round(busy)))
 
 
 def sweep_results(ceilings: Any, points: Sequence[Any], **extra: Any) -> dict[str, Any]:
@@ -224,8 +143,8 @@ def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
 
 
 def measured_knee(rows: Sequence[LayerPoint]) -> int | None:
-    """The knee the measurements imply: ``knee_tokens`` of the smallest-m point's shape with
-    the layer's own achieved roofs (``measured_ridge``) in place of the device's ceilings.
+    """The knee the measurements imply: ``roofline.gemm_knee`` of the smallest-m point's shape
+    at the layer's own ridge (``measured_ridge``) in place of the device's.
 
     Where the flat, weight-read time of decode meets the time ∝ m of prefill: on a device
     that reached its measured ceilings at both ends it is the predicted knee. None with
@@ -234,8 +153,7 @@ def measured_knee(rows: Sequence[LayerPoint]) -> int | None:
     if ridge is None:
         return None
     first = min(rows, key=lambda r: r.m)
-    return knee_tokens(first.k, first.n, ridge * first.achieved_bandwidth,
-                       first.achieved_bandwidth, first.dtype)  # fmt: skip
+    return gemm_knee(first.k, first.n, ridge, first.dtype)
 
 
 def table(rows: Sequence[LayerPoint]) -> str:
@@ -253,7 +171,7 @@ def table(rows: Sequence[LayerPoint]) -> str:
 def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", axes=None):
     """Left: the layer's measured points on the measured roofline. Right: achieved FLOP/s
     against m beside the roofline's attainable FLOP/s, with the predicted knee
-    (``knee_tokens`` of the real shape, measured ceilings) and the measured one
+    (``roofline.gemm_knee`` of the real shape, measured ceilings) and the measured one
     (``measured_knee``). Returns (figure, what plot_roofline drew, rows)."""
     import matplotlib.pyplot as plt
 
@@ -291,7 +209,7 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
     right.plot(ms, [2 * r.m * r.k * r.n / r.predicted_s for r in rows], "-",
                label=f"roofline, {ceilings_kind} ceilings")  # fmt: skip
     right.axhline(peak, color="gray", ls="--", lw=1, label="matmul ceiling")
-    predicted_knee = knee_tokens(first.k, first.n, peak, bandwidth, dtype)
+    predicted_knee = gemm_knee(first.k, first.n, peak / bandwidth, dtype)
     if predicted_knee is not None:
         right.axvline(predicted_knee, color="C1", ls=":",
                       label=f"predicted knee m={predicted_knee}")  # fmt: skip

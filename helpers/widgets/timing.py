@@ -4,8 +4,8 @@ decides whether it measures memory or cache.
 A memory-bound op (``x.sum()`` over one buffer) is timed while rotating among ``copies``
 distinct buffers, so the *working set* is ``copies × buffer``. While the working set fits in
 the last-level cache (LLC), every call finds its buffer still cached and the apparent
-bandwidth (bytes read / time) is the cache's, not the memory's. ``measure_sweep`` takes
-those measurements (with ``time_rotating``); everything else is pure: ``cache_points`` turns
+bandwidth (bytes read / time) is the cache's, not the memory's. The measurements are
+``helpers.timing.cache_sweep_seconds``'s; this module only draws: ``cache_points`` turns
 measured times into points, ``cache_view`` picks the slider's point and the rule's
 recommendation (``helpers.timing.copies_to_exceed_cache``), ``table`` prints it, ``draw``
 plots it, and ``show`` is what the notebook's sliders call.
@@ -14,9 +14,8 @@ plots it, and ``show`` is what the notebook's sliders call.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from helpers import timing
 
@@ -24,8 +23,6 @@ __all__ = [
     "CachePoint",
     "CacheView",
     "sweep_plan",
-    "measure_sweep",
-    "time_rotating",
     "cache_points",
     "cache_view",
     "table",
@@ -89,43 +86,6 @@ def sweep_plan(device: str, llc_bytes: int) -> tuple[int, list[int]]:
     while copies[-1] * buffer_bytes < 4 * llc_bytes:
         copies.append(2 * copies[-1])
     return buffer_bytes, copies
-
-
-def measure_sweep(
-    device: str, buffer_bytes: int, copies: Sequence[int], min_run_time: float = 0.1
-) -> list[CachePoint]:
-    """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
-    each number of ``copies``.
-
-    Deliberately *not* ``helpers.timing.time_callable``: on CUDA that flushes the L2 before
-    every call, which would hide the very effect shown here. ``torch.utils.benchmark.Timer``
-    with all CPU threads synchronizes the device in its clock and does not flush.
-    """
-    import torch
-
-    points = []
-    buffers: list[tuple[torch.Tensor]] = []
-    for count in sorted(copies):
-        while len(buffers) < count:  # reuse the buffers made for smaller counts
-            buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32, device),))
-        seconds = time_rotating(torch.sum, buffers[:count], device, min_run_time)
-        points.append(CachePoint(count, buffer_bytes, seconds))
-    return points
-
-
-def time_rotating(
-    fn: Callable[..., Any],
-    input_sets: Sequence[tuple[Any, ...]],
-    device: str = "cpu",
-    min_run_time: float = 0.2,
-) -> float:
-    """Median seconds per call of ``fn(*inputs)``, cycling through ``input_sets``, timed by
-    ``timing.time_callable`` (every set warmed up once) with *no* cache flush, so the cache's
-    effect shows."""
-    result = timing.time_callable(fn, input_sets, device, warmup=len(input_sets) + 2,
-                                  min_run_time=min_run_time, max_run_time=5 * min_run_time,
-                                  flush_l2=False)  # fmt: skip
-    return result.median_s
 
 
 def cache_points(

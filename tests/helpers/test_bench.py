@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers import bench, kernels, models
+from helpers import bench, kernels, models, timing
 from helpers.ceilings import Ceilings
 
 # Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
@@ -46,20 +48,30 @@ def test_token_counts():
         bench.token_counts(0)
 
 
-def test_scales_keep_full_sizes_unless_memory_or_a_quick_cpu_run_needs_less():
+def test_scales_keep_full_sizes_unless_memory_or_a_quick_run_needs_less():
     cfg = models.get("Qwen2.5-7B")
     tokens = bench.token_counts()
     assert set(bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=False).values()) == {1}
+
+    def gemm_seconds(m, scale, dtype, ceilings=FAKE):
+        return max(bench.matmul_flops(m, s.k, s.n) / ceilings.peak(dtype)
+                   for s in bench.layer_shapes(cfg, scale))  # fmt: skip
 
     quick = bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=True)
     assert quick[1] == 1  # decode-shaped GEMMs keep the real sizes
     assert list(quick.values()) == sorted(quick.values())  # only the prefill end shrinks
     for m, scale in quick.items():
-        largest = max(bench.matmul_flops(m, s.k, s.n) for s in bench.layer_shapes(cfg, scale))
-        assert largest <= bench.QUICK_CPU_GEMM_FLOPS
-        if scale > 1:  # the smallest scale that fits the budget
-            bigger = bench.layer_shapes(cfg, scale // 2)
-            assert max(bench.matmul_flops(m, s.k, s.n) for s in bigger) > bench.QUICK_CPU_GEMM_FLOPS
+        assert gemm_seconds(m, scale, "fp32") <= bench.QUICK_GEMM_SECONDS
+        if scale > 1:  # the largest size within the time budget
+            assert gemm_seconds(m, scale // 2, "fp32") > bench.QUICK_GEMM_SECONDS
+    # a device 1000x faster (a GPU) times the real prefill shapes
+    fast = replace(FAKE, matmul_flops={"fp32": 1e14, "bf16": 4e14})
+    assert bench.choose_scales(cfg, ["fp32"], tokens, fast, quick=True)[4096] == 1
+    # the slowest dtype decides: bf16 at 4x fp32's ceiling allows no larger a scale than fp32
+    both = bench.choose_scales(cfg, ["fp32", "bf16"], tokens, FAKE, quick=True)
+    assert both == quick
+    with pytest.raises(ValueError, match="seconds must be positive"):
+        bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=True, seconds=0)
 
     small = replace(FAKE, memory_bytes=2**30)  # 256 MiB budget: full-size gate does not fit
     scale = bench.choose_scales(cfg, ["fp32"], [4096], small, quick=False)[4096]
@@ -70,13 +82,21 @@ def test_scales_keep_full_sizes_unless_memory_or_a_quick_cpu_run_needs_less():
     cpu, gpu = (bench._memory_needed(biggest, 1, "fp32", 2**25, device)
                 for device in ("cpu", "cuda"))  # fmt: skip
     forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
-    copies = bench.timing.copies_to_exceed_cache(
+    copies = bench.timing.plan_cache_defeat(
         bench.linear_bytes(1, biggest.k, biggest.n, "fp32"), 2**25
-    )
+    ).copies
     assert cpu - gpu == (forms - 1) * copies * 4 * biggest.k * biggest.n
     # a weight larger than the cache is a single copy, but held whole in every form
     gate = bench.LinearShape(("gate", "up"), 3584, 18944)
     assert bench._memory_needed(gate, 1, "fp32", 2**25, "cpu") >= forms * 4 * 3584 * 18944
+
+
+def test_memory_for_small_weights_and_a_huge_cache_is_bounded():
+    """66 KB weights against a 300 MiB cache: flushed, one copy, not thousands."""
+    tiny = bench.LinearShape(("k", "v"), 296, 56)
+    need = bench._memory_needed(tiny, 1, "fp32", 300 * 2**20, "cpu")
+    forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
+    assert need <= forms * 4 * 296 * 56 + 2 * 4 * (296 + 56)
 
 
 @pytest.mark.parametrize("dtype, b", [("fp32", 4), ("bf16", 2)])
@@ -95,8 +115,24 @@ def test_measured_point_accounting(dtype, b):
     assert p.bound == ("compute" if compute >= memory else "memory")
     assert p.prediction_error == pytest.approx(p.predicted_s / p.median_s - 1)
     offered = [k.name for k in kernels.linear_kernels("cpu", dtype, 3)]
-    assert p.kernel in offered and set(p.race_s) == set(offered)
-    assert p.race_s[p.kernel] == min(p.race_s.values())
+    assert p.kernel in offered
+    if len(offered) > 1:  # a lone kernel is not raced (bf16 where oneDNN lacks it)
+        assert set(p.race_s) == set(offered)
+        assert p.race_s[p.kernel] == min(p.race_s.values())
+    else:
+        assert p.race_s == {}
+    # one 30 KB weight against a 1 MiB cache: too few copies to rotate, so flushed
+    assert (p.cache_defeat, p.copies) == ("flush", 1)
+
+
+def test_a_point_rotates_when_it_has_enough_copies():
+    shape = bench.LinearShape(("up",), k=256, n=256)  # 256 KiB: 8 copies exceed 2 x 1 MiB
+    weights = bench._weight_copies(shape, "fp32", "cpu", 8)
+    p = bench.measure_point(shape, 1, "fp32", weights, FAKE)
+    needed = bench.timing.copies_to_exceed_cache(p.bytes, FAKE.cache_bytes)
+    assert (p.cache_defeat, p.copies) == ("rotate", needed) and needed <= 8
+    few = bench.measure_point(shape, 1, "fp32", weights[:2], FAKE)
+    assert (few.cache_defeat, few.copies) == ("flush", 1)
 
 
 def test_bound_follows_the_measured_ridge():
@@ -173,35 +209,67 @@ def test_cuda_requested_without_one(capsys, tmp_path):
     assert "no CUDA device" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_cli_end_to_end_writes_json_and_png(tmp_path):
-    """The real command in quick mode, shapes scaled down 64× and m ≤ 4 to keep it short."""
+def _run_cli(tmp_path, llc, *args):
+    """The real command in quick mode, fp32, the cache size overridden to ``llc``."""
     result = subprocess.run(
         [sys.executable, "-m", "helpers.bench", "--device", "cpu", "--quick", "--dtype", "fp32",
-         "--scale", "64", "--max-tokens", "4", "--out", str(tmp_path), "--no-progress"],
-        capture_output=True, text=True, timeout=900,  # a hang guard, not a speed test
+         "--out", str(tmp_path), "--no-progress", *args],
+        capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
+        env={**os.environ, timing.LLC_ENV: llc},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    data = json.loads((tmp_path / "bench_cpu.json").read_text())
+    return result, json.loads((tmp_path / "bench_cpu.json").read_text())
+
+
+def _check_results(data, result, tmp_path, tokens, scale):
     assert data["ceilings"]["label"] == "measured"
     assert data["device"] == "cpu" and data["torch_version"] == torch.__version__
-    assert data["scales"] == {"1": 64, "2": 64, "4": 64} and data["tokens"] == [1, 2, 4]
-    assert len(data["points"]) == 4 * 3  # 4 distinct shapes × 3 token counts
+    assert data["scales"] == {"fp32": {str(m): scale for m in tokens}}
+    assert data["tokens"] == tokens
+    assert len(data["points"]) == 4 * len(tokens)  # 4 distinct shapes
     for p in data["points"]:
-        assert p["flops"] == 2 * p["m"] * p["k"] * p["n"] and p["scale"] == 64
+        assert p["flops"] == 2 * p["m"] * p["k"] * p["n"] and p["scale"] == scale
         assert p["median_s"] > 0 and p["bound"] in ("memory", "compute")
-    assert set(data["summary"]["fp32"]) == {"decode_bandwidth_fraction",
-                                            "decode_prediction_error"}  # fmt: skip
+        assert p["cache_defeat"] in ("rotate", "flush")
+    assert {"decode_bandwidth_fraction", "decode_prediction_error",
+            "decode_kernels"} == set(data["summary"]["fp32"])  # fmt: skip
     assert (tmp_path / "roofline_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "q,o" in result.stdout and "bandwidth ceiling" in result.stdout
-    before, after = data["bandwidth_before_and_after_sweep"]
-    assert data["ceilings"]["bandwidth"] == max(before, after) > 0
+    ceilings = data["ceilings"]
+    # the ceiling is the best stream or point of the run, and no point is above it
+    rates = data["bandwidth_streams"] + [p["achieved_bandwidth"] for p in data["points"]]
+    assert ceilings["bandwidth"] == max(rates) > 0
+    assert bench.points_above_roofline(data, tolerance=0.0) == []
     for p in data["points"]:  # predicted from the final ceilings
-        memory_s = p["bytes"] / data["ceilings"]["bandwidth"]
-        compute_s = p["flops"] / data["ceilings"]["matmul_flops"]["fp32"]
+        memory_s = p["bytes"] / ceilings["bandwidth"]
+        compute_s = p["flops"] / ceilings["matmul_flops"]["fp32"]
         assert p["predicted_s"] == pytest.approx(max(memory_s, compute_s))
-    assert "the ceiling is the best" in result.stdout
+    assert "each ceiling is the best rate of the run" in result.stdout
     assert {p["kernel"] for p in data["points"]} <= {"eager", "onednn", "packed"}
+
+
+@pytest.mark.slow
+def test_cli_with_a_small_cache_rotates_and_flushes(tmp_path):
+    """An 8 MiB cache at scale 8: the 4 MiB gate weight rotates among a few copies, the
+    114 KB k,v weight would need over a hundred and is flushed instead."""
+    result, data = _run_cli(tmp_path, "8MiB", "--scale", "8", "--max-tokens", "2")
+    _check_results(data, result, tmp_path, [1, 2], 8)
+    assert data["cache_bytes"] == 8 * 2**20
+    method = {p["shape"]: p["cache_defeat"] for p in data["points"] if p["m"] == 1}
+    assert method["gate,up"] == "rotate" and method["k,v"] == "flush"
+    gate = next(p for p in data["points"] if p["shape"] == "gate,up" and p["m"] == 1)
+    assert gate["copies"] * gate["bytes"] >= 2 * 8 * 2**20
+
+
+@pytest.mark.slow
+def test_cli_with_a_huge_cache_flushes_tiny_weights(tmp_path):
+    """A 1 GiB cache with 66 KB weights (the case that once asked for thousands of copies,
+    each packed): every point flushes, with one copy."""
+    result, data = _run_cli(tmp_path, "1GiB", "--scale", "64", "--max-tokens", "1")
+    _check_results(data, result, tmp_path, [1], 64)
+    assert data["cache_bytes"] == 2**30
+    assert {(p["cache_defeat"], p["copies"]) for p in data["points"]} == {("flush", 1)}
+    assert "flush" in result.stdout
 
 
 def test_predict_reprices_a_point_from_new_ceilings():
@@ -214,31 +282,77 @@ def test_predict_reprices_a_point_from_new_ceilings():
     assert faster.median_s == point.median_s  # the measurement is untouched
 
 
-def test_remeasured_bandwidth_raises_the_ceiling_and_re_predicts():
-    slow = replace(FAKE, bandwidth=1.0)  # any real measurement beats 1 B/s
+def test_remeasured_ceilings_raise_the_ceilings_and_re_predict():
+    slow = replace(FAKE, bandwidth=1.0, matmul_flops={"fp32": 1.0})  # any real rate beats these
     point = bench.predict(_point("fp32", 1, 1, flops=2e6, nbytes=4e6, median_s=1e-3,
                                  predicted_s=0.0), slow)  # fmt: skip
-    points, ceilings, again = bench.remeasure_bandwidth([point], slow)
-    assert ceilings.bandwidth == again > 1.0
-    assert points[0].predicted_s == pytest.approx(4e6 / again)
+    points, ceilings, again = bench.remeasure_ceilings([point], slow)
+    assert ceilings.bandwidth == max(again, point.achieved_bandwidth) > 1.0
+    assert ceilings.matmul_flops["fp32"] > 1e9  # a real GEMM, not the point's 2 GFLOP/s
     assert points[0].predicted_s < point.predicted_s
+
+
+def test_a_point_faster_than_its_ceiling_raises_it():
+    # a one-token matmul streaming 2e10 B/s against a 1e10 B/s sum: the GEMV is the ceiling
+    gemv = _point("fp32", 1, 1, flops=2e6, nbytes=4e8, median_s=0.02, predicted_s=0.0)
+    gemm = _point("fp32", 2048, 1, flops=3e11, nbytes=1e8, median_s=1.0, predicted_s=0.0)
+    gemm = replace(gemm, k=640, n=512, kernel="packed")
+    points, raised = bench.raise_ceilings([gemv, gemm], FAKE, bandwidths=[0.5e10])
+    assert raised.bandwidth == pytest.approx(2e10)
+    assert "fp32 s matmul at m=1" in raised.bandwidth_method
+    assert raised.matmul_flops["fp32"] == pytest.approx(3e11)
+    assert raised.matmul_shape["fp32"] == (2048, 640, 512)
+    assert raised.matmul_kernel["fp32"] == "packed"
+    assert raised.matmul_flops["bf16"] == FAKE.matmul_flops["bf16"]  # no bf16 point: kept
+    assert points[0].predicted_s == pytest.approx(4e8 / 2e10)  # re-predicted
+    assert points[0].prediction_error == pytest.approx(0.0)
+    results = {"ceilings": raised.to_dict(), "points": [dataclasses.asdict(p) for p in points]}
+    assert bench.points_above_roofline(results, tolerance=0.0) == []
+    # a faster stream than any point wins; nothing faster leaves the ceilings as they were
+    _, streamed = bench.raise_ceilings([gemv], FAKE, bandwidths=[3e10])
+    assert streamed.bandwidth == 3e10 and "best of 2 streams" in streamed.bandwidth_method
+    same_points, same = bench.raise_ceilings([], FAKE)
+    assert same == FAKE and same_points == []
+    matmul = {"fp32": (5e11, (1, 2, 3), "eager")}
+    assert bench.raise_ceilings([], FAKE, matmuls=matmul)[1].matmul_flops["fp32"] == 5e11
+
+
+def test_points_above_roofline_finds_them():
+    results = {"ceilings": {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10},
+               "points": [{"dtype": "fp32", "intensity": 1.0, "achieved_flops": 1.05e10},
+                          {"dtype": "fp32", "intensity": 1.0, "achieved_flops": 1.2e10},
+                          {"dtype": "fp32", "intensity": 100.0, "achieved_flops": 1.2e11}]}
+    above = bench.points_above_roofline(results)
+    assert [p["achieved_flops"] for p in above] == [1.2e10, 1.2e11]
 
 
 def test_paired_decode_alternates_stream_and_matmul(monkeypatch):
     calls = []
     real_call_seconds = bench.timing.call_seconds
 
-    def recording_call_seconds(fn, args, device="cpu"):
+    def recording_call_seconds(fn, args, device="cpu", flush=None):
         calls.append("stream" if fn is torch.sum else "matmul")
-        return real_call_seconds(fn, args, device)
+        return real_call_seconds(fn, args, device, flush)
 
     monkeypatch.setattr(bench.timing, "call_seconds", recording_call_seconds)
     shape = bench.LinearShape(("gate", "up"), 256, 1024)
-    kernel, rates = bench.paired_decode(shape, "fp32", "cpu", pairs=5)
+    kernel, timed, rates = bench.paired_decode(shape, "fp32", "cpu", pairs=5)
     assert kernel in {k.name for k in kernels.linear_kernels("cpu", "fp32", 1)}
+    assert timed == shape  # small enough to time at full size
     assert calls[-10:] == ["stream", "matmul"] * 5  # after one warm-up call of each
     assert len(rates) == 5 and rates == sorted(rates)
     assert all(stream > 0 and matmul > 0 for stream, matmul in rates)
+
+
+def test_paired_decode_scales_a_shape_too_large_for_memory_down():
+    huge = bench.LinearShape(("gate", "up"), 2**20, 2**20)  # 4 TiB of fp32 weight
+    kernel, timed, rates = bench.paired_decode(huge, "fp32", "cpu", pairs=2)
+    forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
+    budget = bench.ceilings_mod.device_memory_bytes("cpu") // 4
+    assert timed.names == huge.names and timed.k == timed.n < huge.k
+    assert forms * bench.linear_bytes(1, timed.k, timed.n, "fp32") <= budget
+    assert forms * bench.linear_bytes(1, 2 * timed.k, 2 * timed.n, "fp32") > budget / 2
+    assert len(rates) == 2
 
 
 def test_paired_decode_refuses_no_pairs():
@@ -256,6 +370,10 @@ def test_pairs_are_grouped_from_the_slowest_stream_to_the_fastest():
     assert [row[2] for row in rows] == ["7.5", "20.0", "32.5"]
     assert {row[3] for row in rows} == {"50%"}
     assert len(bench.format_pairs("t", rates[:2], groups=5).splitlines()) == 2 + 2
+    assert bench.fastest_group(rates, groups=3) == (65e9, 32.5e9)  # the last row's medians
+    assert bench.fastest_group(rates[:1], groups=3) == (30e9, 15e9)
+    with pytest.raises(ValueError, match="at least one pair"):
+        bench.fastest_group([])
 
 
 def test_cli_pairs_prints_one_table_per_dtype(capsys, tmp_path):

@@ -64,12 +64,26 @@ def test_bandwidth_is_positive_and_finite():
     assert math.isfinite(bandwidth) and bandwidth > 0
 
 
-def test_bandwidth_buffer_is_far_larger_than_the_cache():
-    from helpers.timing import last_level_cache_bytes
+@pytest.mark.parametrize("llc", ["8MiB", "300MiB", "1GiB"])
+def test_bandwidth_buffer_is_at_least_twice_the_cache(monkeypatch, llc):
+    from helpers import timing
 
-    nbytes = ceilings.bandwidth_buffer_bytes("cpu", quick=True)
+    monkeypatch.setenv(timing.LLC_ENV, llc)
+    cache = timing.last_level_cache_bytes("cpu")
     quarter_of_memory = ceilings.device_memory_bytes("cpu") // 4
-    assert nbytes >= min(8 * last_level_cache_bytes("cpu"), quarter_of_memory)
+    quick = ceilings.bandwidth_buffer_bytes("cpu", quick=True)
+    full = ceilings.bandwidth_buffer_bytes("cpu", quick=False)
+    assert quick >= min(max(timing.FLUSH_FACTOR * cache, 256 * 2**20), quarter_of_memory)
+    assert full >= min(max(2 * timing.FLUSH_FACTOR * cache, 2**30), quarter_of_memory)
+    assert max(quick, full) <= quarter_of_memory
+
+
+def test_cpu_memory_is_what_linux_calls_available():
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f
+                         if line.startswith("MemAvailable:"))  # fmt: skip
+    # the two readings are a moment apart on a machine where others allocate
+    assert abs(ceilings.device_memory_bytes("cpu") - available) < 2**30
 
 
 @pytest.fixture(scope="module")

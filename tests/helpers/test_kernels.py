@@ -99,3 +99,14 @@ def test_time_fastest_measures_the_race_winner():
                                                   max_run_time=0.1)  # fmt: skip
     assert kernel is kernels.EAGER and set(race) == {slow.name, "eager"}
     assert measured.n >= 4 and measured.median_s < race[slow.name]
+
+
+def test_the_environment_can_restrict_the_kernels(monkeypatch):
+    monkeypatch.setenv(kernels.KERNELS_ENV, "eager")
+    assert kernels.linear_kernels("cpu", "fp32", 1) == [kernels.EAGER]
+    monkeypatch.setenv(kernels.KERNELS_ENV, "packed")
+    offered = kernels.linear_kernels("cpu", "fp32", 1)
+    assert offered[0] is kernels.EAGER and set(offered) <= {kernels.EAGER, kernels.PACKED}
+    monkeypatch.setenv(kernels.KERNELS_ENV, "eager,turbo")
+    with pytest.raises(ValueError, match="TEXTBOOK_KERNELS=.*unknown kernels turbo"):
+        kernels.linear_kernels("cpu", "fp32", 1)

@@ -76,7 +76,8 @@ def test_parse_size(text, expected):
     assert timing._parse_size(text) == expected
 
 
-def test_cpu_last_level_cache_is_the_largest_sysfs_cache():
+def test_cpu_last_level_cache_is_the_largest_sysfs_cache(monkeypatch):
+    monkeypatch.delenv(timing.LLC_ENV, raising=False)
     llc = timing.last_level_cache_bytes("cpu")
     assert isinstance(llc, int)
     sizes = []
@@ -239,3 +240,94 @@ def test_call_seconds_times_one_call():
 
     assert 2e-3 <= timing.call_seconds(busy, (2e-3,)) < 1.0
     assert calls == [2e-3]
+
+
+@pytest.mark.parametrize("value, expected", [("8MiB", 8 * MiB), ("1GiB", 2**30),
+                                             ("12345678", 12345678), ("300 MiB", 300 * MiB)])
+def test_the_cache_size_can_be_overridden_from_the_environment(monkeypatch, value, expected):
+    monkeypatch.setenv(timing.LLC_ENV, value)
+    assert timing.last_level_cache_bytes("cpu") == expected
+
+
+@pytest.mark.parametrize("value", ["big", "0", "-5MiB", "8 parsecs"])
+def test_a_bad_cache_override_is_an_error_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv(timing.LLC_ENV, value)
+    with pytest.raises(ValueError, match=f"{timing.LLC_ENV}=.*not a cache size"):
+        timing.last_level_cache_bytes("cpu")
+
+
+def test_plan_rotates_a_bounded_number_of_copies_and_flushes_beyond_it():
+    rotate = timing.plan_cache_defeat(10 * MiB, 32 * MiB)
+    assert (rotate.method, rotate.copies, rotate.flush_bytes) == ("rotate", 7, 0)
+    # 66 KB weights against a 300 MiB cache would need thousands of copies
+    flush = timing.plan_cache_defeat(66_000, 300 * MiB)
+    assert (flush.method, flush.copies) == ("flush", 1)
+    assert flush.flush_bytes >= timing.FLUSH_FACTOR * 300 * MiB
+    at_bound = timing.copies_to_exceed_cache(MiB, 8 * MiB)  # 16
+    assert timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=at_bound).method == "rotate"
+    assert timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=at_bound - 1).method == "flush"
+    # a byte budget bounds the rotation too
+    assert timing.plan_cache_defeat(MiB, 8 * MiB, max_bytes=15 * MiB).method == "flush"
+    assert timing.plan_cache_defeat(MiB, 8 * MiB, max_bytes=16 * MiB).method == "rotate"
+    with pytest.raises(ValueError, match="max_copies"):
+        timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=0)
+
+
+def test_flush_buffer_is_made_once_and_grows_on_request():
+    small = timing.flush_buffer("cpu", 4 * MiB)
+    assert small.numel() * 4 >= 4 * MiB and small.dtype == torch.float32
+    assert (small != 0).all() and small.std() > 0  # written, random pages
+    assert timing.flush_buffer("cpu", 2 * MiB) is small  # reused
+    bigger = timing.flush_buffer("cpu", 16 * MiB)
+    assert bigger.numel() * 4 >= 16 * MiB and timing.flush_buffer("cpu", 4 * MiB) is bigger
+    with pytest.raises(ValueError, match="positive"):
+        timing.flush_buffer("cpu", 0)
+
+
+def test_a_flushed_timing_streams_the_buffer_before_every_timed_call():
+    order = []
+
+    class Recording(torch.Tensor):
+        """A real buffer that notes when it is streamed."""
+
+    buffer = timing.random_tensor((MiB,), torch.float32, "cpu").as_subclass(Recording)
+    real_sum = torch.sum
+
+    def fn():
+        order.append("call")
+        _busy(1e-4)
+
+    def recorded_sum(x, *args, **kwargs):
+        if x is buffer:
+            order.append("flush")
+        return real_sum(x, *args, **kwargs)
+
+    torch.sum = recorded_sum
+    try:
+        t = timing.time_callable(fn, [()], warmup=2, min_run_time=0.005, max_run_time=0.05,
+                                 flush=buffer)  # fmt: skip
+    finally:
+        torch.sum = real_sum
+    assert order[:2] == ["call", "call"]  # warm-up, unflushed
+    assert order[2:] == ["flush", "call"] * t.n  # then one flush before each timed call
+    assert t.calls_per_sample == 1 and t.n >= timing.MIN_SAMPLES
+
+
+@pytest.fixture
+def one_thread():
+    """One thread: on a 2-core machine shared with other programs, a 2-thread call waits for a
+    scheduler slice at every barrier (milliseconds), which would swamp a cache's effect."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_flush_makes_a_cached_read_read_memory(one_thread):
+    llc = timing.last_level_cache_bytes("cpu")
+    x = timing.random_tensor((MiB,), torch.float32, "cpu")  # 4 MiB: fits an L2 or L3
+    flush = timing.flush_buffer("cpu", math.ceil(timing.FLUSH_FACTOR * llc))
+    cached = timing.time_callable(torch.sum, [(x,)], min_run_time=0.05, max_run_time=0.3)
+    flushed = timing.time_callable(torch.sum, [(x,)], min_run_time=0.05, max_run_time=0.3,
+                                   flush=flush)  # fmt: skip
+    assert flushed.median_s > cached.median_s

@@ -1,10 +1,12 @@
-"""The chapter 5 sweep explorer and its reference formulas, without a browser."""
+"""The chapter 5 sweep explorer without a browser, and the formulas it draws
+(``roofline.predicted_time``/``gemm_knee``, ``latency.layer_time``/``prediction_error``)."""
 
 import math
 
 import matplotlib
 import pytest
 
+from helpers import latency, roofline, timing
 from helpers.flops import matmul_flops
 from helpers.memory import linear_bytes
 from helpers.roofline import gemm_intensity
@@ -20,7 +22,7 @@ TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 
 def _point(dtype, label, m, k, n, slowdown=1.0):
     """A point measured on an ideal roofline device, ``slowdown`` times slower."""
-    predicted = matmuls.predicted_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
+    predicted = roofline.predicted_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
     seconds = predicted * slowdown
     flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
     compute = flops / PEAK[dtype] >= nbytes / BANDWIDTH
@@ -43,7 +45,7 @@ def test_predicted_time_is_the_slower_roof():
     m, k, n = 64, 448, 2368
     compute = 2 * m * k * n / PEAK["fp32"]
     memory = 4 * (m * k + k * n + m * n) / BANDWIDTH
-    assert matmuls.predicted_time(m, k, n, PEAK["fp32"], BANDWIDTH, "fp32") == max(compute,
+    assert roofline.predicted_time(m, k, n, PEAK["fp32"], BANDWIDTH, "fp32") == max(compute,
                                                                                    memory)
 
 
@@ -51,7 +53,7 @@ def test_predicted_time_is_the_slower_roof():
 @pytest.mark.parametrize(("k", "n"), [(448, 448), (3584, 18944), (3584, 512), (7, 5)])
 @pytest.mark.parametrize("ridge", [0.5, 10.0, 37.3, 295.2, 5000.0])
 def test_knee_tokens_is_the_first_m_at_the_ridge(dtype, k, n, ridge):
-    knee = matmuls.knee_tokens(k, n, ridge * BANDWIDTH, BANDWIDTH, dtype)
+    knee = roofline.gemm_knee(k, n, ridge * BANDWIDTH / BANDWIDTH, dtype)
     if knee is None:  # the shape's ceiling never reaches the ridge
         assert gemm_intensity(10**9, k, n, dtype) < ridge
         return
@@ -63,20 +65,27 @@ def test_knee_tokens_is_the_first_m_at_the_ridge(dtype, k, n, ridge):
 
 def test_knee_tokens_small_m_is_ridge_times_bytes_over_two():
     # m ≪ k, n: intensity ≈ 2m / b, so the knee ≈ ridge · b / 2.
-    knee = matmuls.knee_tokens(3584, 18944, 100 * BANDWIDTH, BANDWIDTH, "bf16")
+    knee = roofline.gemm_knee(3584, 18944, 100 * BANDWIDTH / BANDWIDTH, "bf16")
     assert 100 <= knee <= 110
 
 
 def test_layer_time_sums_every_matmul():
     shapes = {"q": (3584, 3584), "k": (3584, 512), "v": (3584, 512)}
-    total = matmuls.layer_time(shapes, 7, 1e12, 1e11, "bf16")
-    parts = [matmuls.predicted_time(7, k, n, 1e12, 1e11, "bf16") for k, n in shapes.values()]
+    total = latency.layer_time(shapes, 7, 1e12, 1e11, "bf16")
+    parts = [roofline.predicted_time(7, k, n, 1e12, 1e11, "bf16") for k, n in shapes.values()]
     assert math.isclose(total, sum(parts))
 
 
 def test_prediction_error_sign():
-    assert matmuls.prediction_error(1.0, 2.0) == -0.5
-    assert matmuls.prediction_error(3.0, 2.0) == 0.5
+    assert latency.prediction_error(1.0, 2.0) == -0.5
+    assert latency.prediction_error(3.0, 2.0) == 0.5
+    with pytest.raises(ValueError, match="measured must be positive"):
+        latency.prediction_error(1.0, 0.0)
+
+
+def test_predicted_time_refuses_no_ceilings():
+    with pytest.raises(ValueError, match="peak and bandwidth must be positive"):
+        roofline.predicted_time(1, 8, 8, 0.0, 1e9, "fp32")
 
 
 def test_layer_points_picks_the_shape_and_dtype(results):
@@ -100,7 +109,7 @@ def test_measured_knee_of_an_ideal_device_is_the_predicted_knee(results):
     # Uniformly slower than the roofline: both achieved roofs drop together, the ridge and
     # the knee do not move.
     rows = matmuls.layer_points(results, "gate", "fp32")
-    predicted = matmuls.knee_tokens(448, 2368, PEAK["fp32"], BANDWIDTH, "fp32")
+    predicted = roofline.gemm_knee(448, 2368, PEAK["fp32"] / BANDWIDTH, "fp32")
     assert predicted == 22  # ridge · b / 2 = 20, pushed up by the activations
     assert math.isclose(matmuls.measured_ridge(rows), PEAK["fp32"] / BANDWIDTH, rel_tol=1e-3)
     assert matmuls.measured_knee(rows) == predicted
@@ -119,8 +128,7 @@ def test_measured_knee_moves_right_with_per_call_overhead():
     results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
                "points": [overhead(p, 1e-4) for p in points]}
     rows = matmuls.layer_points(results, "up", "bf16")
-    assert matmuls.measured_knee(rows) > matmuls.knee_tokens(k, n, PEAK["bf16"], BANDWIDTH,
-                                                             "bf16")
+    assert matmuls.measured_knee(rows) > roofline.gemm_knee(k, n, PEAK["bf16"] / BANDWIDTH, "bf16")
 
 
 def test_mixed_scales_use_the_smallest_m_shape():
@@ -131,8 +139,8 @@ def test_mixed_scales_use_the_smallest_m_shape():
                "points": points}
     rows = matmuls.layer_points(results, "down", "fp32")
     assert [r.scale for r in rows] == [1, 1, 1, 8]
-    assert matmuls.measured_knee(rows) == matmuls.knee_tokens(2368, 448, PEAK["fp32"],
-                                                              BANDWIDTH, "fp32")
+    knee = roofline.gemm_knee(2368, 448, PEAK["fp32"] / BANDWIDTH, "fp32")
+    assert matmuls.measured_knee(rows) == knee
 
 
 def test_table_lists_every_point(results):
@@ -175,17 +183,17 @@ def test_sweep_results_round_trips_dataclasses():
 
 
 def test_timing_threads_leaves_busy_cores_alone():
-    assert matmuls.timing_threads(2, None) == 2
-    assert matmuls.timing_threads(2, 0.2) == 2
-    assert matmuls.timing_threads(2, 1.1) == 1
-    assert matmuls.timing_threads(2, 3.7) == 1
-    assert matmuls.timing_threads(16, 2.0) == 14
+    assert timing.timing_threads(2, None) == 2
+    assert timing.timing_threads(2, 0.2) == 2
+    assert timing.timing_threads(2, 1.1) == 1
+    assert timing.timing_threads(2, 3.7) == 1
+    assert timing.timing_threads(16, 2.0) == 14
     with pytest.raises(ValueError):
-        matmuls.timing_threads(0, 0.0)
+        timing.timing_threads(0, 0.0)
 
 
 def test_busy_cores_is_a_share_of_the_machine():
-    busy = matmuls.busy_cores(0.05)
+    busy = timing.busy_cores(0.05)
     assert busy is None or busy >= 0.0
 
 
@@ -202,8 +210,8 @@ def test_roofline_results_is_an_ideal_device():
     assert math.isclose(rows[0].achieved_bandwidth, hw.bandwidth)
     assert math.isclose(rows[-1].achieved_flops, hw.peak("bf16"))
     # On an ideal device the measured knee is the predicted one.
-    assert matmuls.measured_knee(rows) == matmuls.knee_tokens(3584, 18944, hw.peak("bf16"),
-                                                              hw.bandwidth, "bf16") == 328
+    knee = roofline.gemm_knee(3584, 18944, hw.peak("bf16") / hw.bandwidth, "bf16")
+    assert matmuls.measured_knee(rows) == knee == 328
 
 
 def test_show_names_a_missing_dtype(results, capsys):

@@ -118,16 +118,19 @@ def test_sweep_plan_reaches_four_times_the_cache():
     assert copies[-1] * buffer >= 12 * MiB and copies[-2] * buffer < 12 * MiB
 
 
-def test_measure_sweep_returns_positive_times_quickly():
-    pts = widget.measure_sweep("cpu", 64 * 1024, [1, 2], min_run_time=0.01)
+def test_measured_cache_sweep_becomes_points():
+    seconds = timing.cache_sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01)
+    pts = widget.cache_points([1, 2], seconds, 64 * 1024)
     assert [p.copies for p in pts] == [1, 2]
     assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
+    with pytest.raises(ValueError, match="at least one count"):
+        timing.cache_sweep_seconds("cpu", 64 * 1024, [])
 
 
 def test_time_rotating_cycles_through_every_input_set():
     seen = []
-    seconds = widget.time_rotating(lambda x: seen.append(x), [(1,), (2,), (3,)], "cpu", 0.01)
+    seconds = timing.time_rotating(lambda x: seen.append(x), [(1,), (2,), (3,)], "cpu", 0.01)
     assert seconds > 0
     assert set(seen) == {1, 2, 3} and seen[:5] == [1, 2, 3, 1, 2]
     with pytest.raises(ValueError):
-        widget.time_rotating(print, [])
+        timing.time_rotating(print, [])

@@ -127,12 +127,12 @@ def prediction_error(predicted, measured):
     "ch05_layer_time": {
         "max instead of sum: the slowest matmul only": '''
 def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    return float(max(matmuls_widget.predicted_time(m, k, n, peak, bandwidth, dtype)
+    return float(max(roofline.predicted_time(m, k, n, peak, bandwidth, dtype)
                      for k, n in shapes.values()))
 ''',
         "each distinct shape counted once": '''
 def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    return float(sum(matmuls_widget.predicted_time(m, k, n, peak, bandwidth, dtype)
+    return float(sum(roofline.predicted_time(m, k, n, peak, bandwidth, dtype)
                      for k, n in set(shapes.values())))
 ''',
         "one roofline for the whole layer": '''
