@@ -1,0 +1,95 @@
+"""The latency-breakdown explorer of chapter 6 (`06_ttft_tpot`): where a request's time goes.
+
+``latency_breakdown`` reads TTFT and TPOT curves measured in the chapter at the widget's prompt
+and output lengths (``helpers.latency.interpolate`` and ``predict_e2e``: no formula lives
+here); ``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps;
+``show_latency_breakdown`` is the ``interact`` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from helpers import latency
+from helpers._validate import positive_int
+
+__all__ = ["LatencyBreakdown", "latency_breakdown", "draw_latency_breakdown",
+           "show_latency_breakdown"]  # fmt: skip
+
+COLORS = {"prefill (TTFT)": "#4c72b0", "decode (n − 1 steps)": "#dd8452"}
+
+
+@dataclass(frozen=True)
+class LatencyBreakdown:
+    """One request's predicted seconds: TTFT, then n − 1 decode steps."""
+
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    decode_s: float
+
+    @property
+    def e2e_s(self) -> float:
+        return self.ttft_s + self.decode_s
+
+    @property
+    def mean_tpot_s(self) -> float:
+        """(e2e − TTFT)/(n − 1), 0 for one token (the chapter's TPOT)."""
+        return self.decode_s / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
+
+    def segments(self) -> dict[str, float]:
+        """The bar's segments in seconds, in drawing order (the figure's data)."""
+        return {"prefill (TTFT)": self.ttft_s, "decode (n − 1 steps)": self.decode_s}
+
+    def summary(self) -> str:
+        share = self.ttft_s / self.e2e_s
+        return (f"prompt {self.prompt_tokens:,}, output {self.output_tokens:,}: TTFT "
+                f"{self.ttft_s * 1e3:,.1f} ms + {self.output_tokens - 1} × TPOT "
+                f"{self.mean_tpot_s * 1e3:,.2f} ms = {self.e2e_s:,.3f} s "
+                f"(prefill {share:.0%} of it)")  # fmt: skip
+
+
+def latency_breakdown(
+    ttft_curve: Mapping[int, float],
+    tpot_curve: Mapping[int, float],
+    prompt_tokens: int,
+    output_tokens: int,
+) -> LatencyBreakdown:
+    """The request's breakdown read off the measured curves."""
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(output_tokens, "output_tokens")
+    ttft_s = latency.interpolate(ttft_curve, prompt_tokens)
+    e2e_s = latency.predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens)
+    return LatencyBreakdown(prompt_tokens, output_tokens, ttft_s, e2e_s - ttft_s)
+
+
+def draw_latency_breakdown(breakdown: LatencyBreakdown, ax) -> None:
+    """One horizontal stacked bar, prefill then decode, labelled in ms."""
+    left = 0.0
+    for label, seconds in breakdown.segments().items():
+        ax.barh([0], [seconds * 1e3], left=[left * 1e3], color=COLORS[label], label=label)
+        if seconds > 0:
+            ax.text((left + seconds / 2) * 1e3, 0, f"{seconds * 1e3:,.0f} ms", ha="center",
+                    va="center", fontsize=9, color="white")  # fmt: skip
+        left += seconds
+    ax.set_yticks([])
+    ax.set_xlabel("milliseconds since the request arrived")
+    ax.set_title(breakdown.summary(), fontsize=9)
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def show_latency_breakdown(
+    ttft_curve: Mapping[int, float],
+    tpot_curve: Mapping[int, float],
+    prompt_tokens: int,
+    output_tokens: int,
+) -> LatencyBreakdown:
+    """The ``interact`` callback: draw the breakdown in a new figure, and return it."""
+    import matplotlib.pyplot as plt
+
+    breakdown = latency_breakdown(ttft_curve, tpot_curve, prompt_tokens, output_tokens)
+    fig, ax = plt.subplots(figsize=(8, 1.8))
+    draw_latency_breakdown(breakdown, ax)
+    plt.show()
+    return breakdown

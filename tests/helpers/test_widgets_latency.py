@@ -1,0 +1,45 @@
+"""The chapter 6 latency-breakdown widget: curves and sliders in, numbers and a bar out."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import latency  # noqa: E402
+from helpers.widgets.latency import (  # noqa: E402
+    draw_latency_breakdown,
+    latency_breakdown,
+    show_latency_breakdown,
+)
+
+TTFT = {16: 0.05, 256: 0.4}
+TPOT = {0: 0.06, 4096: 0.08}
+
+
+def test_breakdown_numbers_come_from_helpers_latency():
+    b = latency_breakdown(TTFT, TPOT, 128, 50)
+    assert b.ttft_s == pytest.approx(latency.interpolate(TTFT, 128))
+    assert b.e2e_s == pytest.approx(latency.predict_e2e(TTFT, TPOT, 128, 50))
+    assert b.mean_tpot_s == pytest.approx(b.decode_s / 49)
+    assert list(b.segments()) == ["prefill (TTFT)", "decode (n − 1 steps)"]
+    assert "49 × TPOT" in b.summary()
+    assert latency_breakdown(TTFT, TPOT, 128, 1).decode_s == 0.0
+
+
+def test_draw_and_show_make_one_bar_per_segment():
+    fig, ax = plt.subplots()
+    b = latency_breakdown(TTFT, TPOT, 64, 10)
+    draw_latency_breakdown(b, ax)
+    assert [p.get_width() for p in ax.patches] == pytest.approx([b.ttft_s * 1e3,
+                                                                 b.decode_s * 1e3])
+    assert ax.patches[1].get_x() == pytest.approx(b.ttft_s * 1e3)  # decode starts after TTFT
+    plt.close(fig)
+    assert show_latency_breakdown(TTFT, TPOT, 64, 10).output_tokens == 10
+    plt.close("all")
+
+
+def test_bad_slider_values_raise():
+    with pytest.raises(ValueError, match="output_tokens"):
+        latency_breakdown(TTFT, TPOT, 64, 0)
