@@ -1,9 +1,14 @@
 """Datasheet figures for accelerators (chapter 3, `03_roofline`).
 
 Dense peaks (no 2:4 sparsity: datasheets that print "with sparsity" figures are halved here),
-bandwidth in decimal units (1 TB/s = 1e12 B/s), memory as the datasheet labels it (decimal
-GB). These are *datasheet* numbers: chapter 4 measures the reader's own device, and the
-``best_matmul_bf16`` column shows how far below the datasheet a real GEMM lands.
+bandwidth in decimal units (1 TB/s = 1e12 B/s). Memory is held in bytes. Datasheets label
+HBM capacity "GB", but the size is binary: HBM stacks come in powers of two of bytes, and an
+H100's "80 GB" is 80 GiB (80 · 2**30 B = 85.9e9 B), not 80e9 B. So ``memory_bytes`` is the
+label read as GiB. The driver reserves a little of it: ``visible_memory_bytes`` is what
+nvidia-smi reports, where the book has that figure (H100 SXM 81,559 MiB, H200 SXM
+143,771 MiB, 0.4% under the label). These are *datasheet* numbers: chapter 4 measures the
+reader's own device, and the ``best_matmul_bf16`` column shows how far below the datasheet a
+real GEMM lands.
 """
 
 from __future__ import annotations
@@ -15,17 +20,26 @@ __all__ = ["HardwareSpec", "CHIPS", "get", "names"]
 
 T = 1e12
 MB = 1e6
+MiB = 2**20
+GiB = 2**30
 
 
 @dataclass(frozen=True)
 class HardwareSpec:
-    """One chip's roofline: peak FLOP/s per dtype, memory bandwidth (B/s), capacity (B)."""
+    """One chip's roofline: peak FLOP/s per dtype, memory bandwidth (B/s), capacity (B).
+
+    ``memory_bytes``: the datasheet's capacity label read as binary GiB. ``memory_source``
+    says where the label comes from; ``visible_memory_bytes``, where known, is the total the
+    CUDA driver reports for the chip (slightly less: it reserves some).
+    """
 
     name: str
     peak_flops: Mapping[str, float]
     bandwidth: float
     memory_bytes: float
     source: str
+    memory_source: str = ""
+    visible_memory_bytes: float | None = None
     llc_bytes: float | None = None
     best_matmul_bf16: float | None = None
     best_matmul_source: str = ""
@@ -34,6 +48,10 @@ class HardwareSpec:
     def __post_init__(self) -> None:
         if self.bandwidth <= 0 or self.memory_bytes <= 0:
             raise ValueError(f"{self.name}: bandwidth and memory must be positive")
+        if self.visible_memory_bytes is not None and not (
+            0 < self.visible_memory_bytes <= self.memory_bytes
+        ):
+            raise ValueError(f"{self.name}: visible memory must be positive and at most the total")
         for dtype, peak in self.peak_flops.items():
             if peak <= 0:
                 raise ValueError(f"{self.name}: peak for {dtype} must be positive")
@@ -56,11 +74,14 @@ class HardwareSpec:
 _MAMF = "stas00/ml-engineering, compute/accelerator/README.md (mamf-finder, bf16)"
 
 
-def _chip(name: str, source: str, bandwidth_tbs: float, memory_gb: float,
+def _chip(name: str, source: str, bandwidth_tbs: float, memory_label_gb: float,
           **peaks_tflops: float | None) -> dict:  # fmt: skip
+    # The datasheet's "GB" label is a binary size: read it as GiB.
     peaks = {k: v * T for k, v in peaks_tflops.items() if v is not None}
+    label = f"{source.split(' (')[0]}: \"{memory_label_gb:g} GB\", read as GiB"
     return {"name": name, "source": source, "bandwidth": bandwidth_tbs * T,
-            "memory_bytes": memory_gb * 1e9, "peak_flops": peaks}  # fmt: skip
+            "memory_bytes": memory_label_gb * GiB, "peak_flops": peaks,
+            "memory_source": label}  # fmt: skip
 
 
 CHIPS: dict[str, HardwareSpec] = {
@@ -76,6 +97,7 @@ CHIPS: dict[str, HardwareSpec] = {
                              3.35, 80, fp32=67, tf32=494.5, bf16=989, fp16=989, fp8=1979,
                              int8=1979),
                      llc_bytes=50 * MB, best_matmul_bf16=794.5 * T, best_matmul_source=_MAMF,
+                     visible_memory_bytes=81_559 * MiB,
                      notes="1979 TFLOP/s bf16 is with 2:4 sparsity; LLM-Viewer uses 3.072 TB/s, "
                            "the datasheet says 3.35"),
         HardwareSpec(**_chip("H100 PCIe", "NVIDIA H100 datasheet (sparsity figures halved)",
@@ -85,7 +107,8 @@ CHIPS: dict[str, HardwareSpec] = {
         HardwareSpec(**_chip("H200 SXM", "NVIDIA H200 datasheet (sparsity figures halved)",
                              4.8, 141, fp32=67, tf32=494.5, bf16=989, fp16=989, fp8=1979,
                              int8=1979),
-                     llc_bytes=50 * MB, notes="same compute as H100 SXM; more and faster HBM"),
+                     llc_bytes=50 * MB, visible_memory_bytes=143_771 * MiB,
+                     notes="same compute as H100 SXM; more and faster HBM"),
         HardwareSpec(**_chip("B200", "NVIDIA DGX/HGX B200 datasheet, per GPU, dense", 8.0, 180,
                              bf16=2250, fp16=2250, fp8=4500),
                      llc_bytes=126 * MB, best_matmul_bf16=1745 * T, best_matmul_source=_MAMF),

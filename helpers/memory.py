@@ -91,8 +91,8 @@ def forward_bytes(
 
     Linear ops: their weights once plus activations in and out (``linear_bytes``). Attention:
     read Q, read the K and V cache (``context + new_tokens`` tokens, or the sliding window),
-    write the new K and V, write the output. ``embedding``: the looked-up rows. The seed's
-    simpler model counts only weights and the KV cache; this is the better number.
+    write the new K and V, write the output. ``embedding``: the looked-up rows. The common
+    interview answer counts only weights and the KV cache; this is the better number.
     """
     positive_int(new_tokens, "new_tokens")
     non_negative_int(context, "context")
@@ -128,3 +128,31 @@ def max_concurrent_sequences(
     if free <= 0:
         return 0
     return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))
+
+
+# Chapter 7: the batch that fits, with weights stored narrower than the KV cache.
+__all__ += ["max_batch_weight_only"]
+
+
+def max_batch_weight_only(
+    cfg: ModelConfig,
+    memory_bytes: float,
+    context: int,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    reserve_bytes: float = 0,
+) -> int:
+    """Sequences of ``context`` tokens that fit when the weights are stored in
+    ``weight_dtype`` (weight-only quantization: int8 or int4 weights, bf16 activations and
+    KV cache) (chapter 7): ⌊(memory − weights − reserve) / (κ · cached tokens)⌋, κ in
+    ``kv_dtype``; 0 if the weights and the reserve alone do not fit. With both dtypes the
+    same and no reserve it is ``max_concurrent_sequences``."""
+    positive_int(context, "context")
+    if not memory_bytes > 0:
+        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
+    if not reserve_bytes >= 0:
+        raise ValueError(f"reserve_bytes must be >= 0, got {reserve_bytes!r}")
+    free = memory_bytes - weight_bytes(cfg, weight_dtype) - reserve_bytes
+    if free <= 0:
+        return 0
+    return int(free // (kv_bytes_per_token(cfg, kv_dtype) * cached_tokens(cfg, context)))

@@ -17,7 +17,7 @@ from helpers._validate import positive_int
 
 __all__ = ["MemoryBudget", "memory_budget", "draw_memory_budget", "show_memory_budget"]
 
-GB = 1e9  # decimal, as the datasheets print it
+GB = 1e9  # decimal; capacities are binary (hardware.py), so an "80 GB" H100 draws at 85.9
 COLORS = {"weights": "#4c72b0", "KV cache": "#dd8452", "free": "#d9d9d9", "over": "#c44e52"}
 
 
@@ -123,7 +123,7 @@ def draw_memory_budget(ax, budget: MemoryBudget) -> None:
     ax.set_xlim(0, max(budget.capacity, budget.needed) / GB * 1.05)
     ax.set_ylim(-0.6, 0.8)
     ax.set_yticks([])
-    ax.set_xlabel("memory (GB, decimal)")
+    ax.set_xlabel("memory (GB = 10⁹ B)")
     ax.set_title(f"{budget.model} in {budget.dtype}: {budget.verdict()}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
 

@@ -1,9 +1,10 @@
 """The roofline explorer (chapter 3, `03_roofline`): model, chip, prompt length, batch and
 dtype in; prefill and decode as points on the chip's roofline out.
 
-``roofline_points`` is the data (testable without a browser), ``table`` prints it, ``draw``
-puts it on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
-notebook's sliders call.
+``roofline_points`` (the phases) and ``prefill_gemm_points`` (prefill's weight matmuls one
+shape at a time) are the data, testable without a browser; ``table`` prints them, ``draw``
+puts them on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
+notebook's sliders call. The counts come from ``helpers.flops`` and ``helpers.memory``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers import hardware, models
-from helpers.flops import forward_flops
-from helpers.memory import forward_bytes
+from helpers.flops import forward_flops, matmul_flops
+from helpers.memory import forward_bytes, linear_bytes
 from helpers.plots import plot_roofline
 from helpers.roofline import roofline_time
 
-__all__ = ["PhasePoint", "PHASES", "roofline_points", "table", "draw", "show"]
+__all__ = ["PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points", "table", "draw",
+           "show"]  # fmt: skip
 
 PHASES = ("prefill", "decode step", "decode: weights", "decode: attention")
 INTENSITY_RANGE = (0.1, 1e5)  # fixed axes, so a slider moves the points, not the frame
@@ -80,11 +82,46 @@ def roofline_points(
     return {name: _point(name, f, b, hw, dtype) for name, f, b in parts}
 
 
+def prefill_gemm_points(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    batch: int = 1,
+    dtype: str = "bf16",
+) -> dict[str, PhasePoint]:
+    """Prefill's weight matmuls as separate points: the whole-pass average hides them.
+
+    Each layer's matrices multiply all ``batch · prompt_tokens`` rows; the LM head only one
+    row per prompt (logits for the last token), so it sits near ``batch`` FLOP/B, on the
+    slanted roof, while the layers' matrices sit far to the right. Matrices with the same
+    shape up to transposition have the same intensity and share a point ("q/o", "k/v",
+    "gate/up/down"); its FLOPs, bytes and time are those of all of them over all layers.
+    """
+    cfg, hw = models.get(model), hardware.get(chip)
+    hw.peak(dtype)
+    rows = batch * prompt_tokens
+    groups: dict[tuple, list[str]] = {}
+    for name, (k, n) in cfg.linear_shapes().items():
+        groups.setdefault(("lm_head",) if name == "lm_head" else tuple(sorted((k, n))),
+                          []).append(name)  # fmt: skip
+    points = {}
+    for names in groups.values():
+        flops = bytes_moved = 0
+        for name in names:
+            k, n = cfg.linear_shapes()[name]
+            m, copies = (batch, 1) if name == "lm_head" else (rows, cfg.layers)
+            flops += copies * matmul_flops(m, k, n)
+            bytes_moved += copies * linear_bytes(m, k, n, dtype)
+        label = f"prefill {'/'.join(names)}"
+        points[label] = _point(label, flops, bytes_moved, hw, dtype)
+    return points
+
+
 def table(points: dict[str, PhasePoint]) -> str:
     """The points as a fixed-width text table."""
-    lines = [f"{'phase':<18}{'FLOP/B':>10}{'attainable TFLOP/s':>20}{'time (ms)':>12}  bound"]
+    lines = [f"{'phase':<22}{'FLOP/B':>10}{'attainable TFLOP/s':>20}{'time (ms)':>12}  bound"]
     for p in points.values():
-        lines.append(f"{p.phase:<18}{p.intensity:>10.1f}{p.attainable_flops / 1e12:>20.1f}"
+        lines.append(f"{p.phase:<22}{p.intensity:>10.1f}{p.attainable_flops / 1e12:>20.1f}"
                      f"{p.seconds * 1e3:>12.3f}  {p.bound}")  # fmt: skip
     return "\n".join(lines)
 
@@ -98,17 +135,19 @@ def draw(
     ax=None,
 ):
     """The chip's datasheet roofline (and its best measured matmul, where known) with the
-    phases of ``roofline_points`` on it. Returns (figure, points)."""
+    phases of ``roofline_points`` and prefill's matmuls (``prefill_gemm_points``) on it.
+    Returns (figure, points): the phases first, then the matmuls."""
     import matplotlib.pyplot as plt
 
     points = roofline_points(model, chip, prompt_tokens, batch, dtype)
+    points |= prefill_gemm_points(model, chip, prompt_tokens, batch, dtype)
     hw = hardware.get(chip)
     fig, ax = plt.subplots(figsize=(7.5, 4.5)) if ax is None else (ax.figure, ax)
     measured = {}
     if hw.best_matmul_bf16 and dtype == "bf16":
         measured["best measured bf16 matmul"] = hw.best_matmul_bf16
     plot_roofline(ax, hw.peak(dtype), hw.bandwidth,
-                  points={p.phase: p.intensity for p in points.values()},
+                  points={p.phase: (p.intensity, p.attainable_flops) for p in points.values()},
                   label=f"{chip} datasheet, {dtype}", ceilings=measured,
                   intensity_range=INTENSITY_RANGE)  # fmt: skip
     ax.set_ylim(*FLOPS_RANGE)

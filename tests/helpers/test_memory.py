@@ -81,12 +81,20 @@ def test_bad_sizes(args):
 
 
 def test_max_concurrent_sequences_worked_number():
-    """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GB) at S = 1024: about 2,140 sequences."""
+    """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GiB) at S = 1024: 2,318 sequences, 2,307
+    with the 143,771 MiB CUDA sees, and 2,141 if "141 GB" is misread as decimal."""
     from helpers import hardware
 
     h200 = hardware.get("H200 SXM")
     fits = memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), h200.memory_bytes, 1024)
-    assert fits == 2141
-    assert memory.max_concurrent_sequences(models.get("Llama-3.1-70B"), 80e9, 1024) == 0
+    assert fits == 2318
+    qwen = models.get("Qwen2.5-7B")
+    assert memory.max_concurrent_sequences(qwen, h200.visible_memory_bytes, 1024) == 2307
+    assert memory.max_concurrent_sequences(qwen, 141e9, 1024) == 2141
+    llama70 = models.get("Llama-3.1-70B")
+    assert memory.max_concurrent_sequences(llama70, 80 * 2**30, 1024) == 0
+    # 141.1e9 B of bf16 weights fit in an H200's 141 GiB, not in 141e9 B.
+    assert memory.max_concurrent_sequences(llama70, h200.memory_bytes, 1024) == 30
+    assert memory.max_concurrent_sequences(llama70, 141e9, 1024) == 0
     with pytest.raises(ValueError, match="memory_bytes must be positive"):
         memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), 0, 1024)

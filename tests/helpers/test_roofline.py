@@ -10,11 +10,11 @@ QWEN = models.get("Qwen2.5-7B")
 H100 = hardware.get("H100 SXM")
 
 
-def test_seed_intensities():
-    assert roofline.seed_prefill_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
+def test_interview_intensities():
+    assert roofline.interview_prefill_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
         1020.07, abs=0.005
     )
-    assert roofline.seed_decode_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
+    assert roofline.interview_decode_intensity(7_615_000_000, 2, 57_344, 1024) == pytest.approx(
         0.996, abs=0.0005
     )
 

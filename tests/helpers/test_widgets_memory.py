@@ -21,35 +21,36 @@ def test_numbers_come_from_helpers_memory():
     cfg = models.get("Qwen2.5-7B")
     assert budget.weights == memory.weight_bytes(cfg, "bf16") == 15_231_233_024
     assert budget.kv_cache == 32 * 4096 * 57_344
-    assert budget.capacity == hardware.get("H100 SXM").memory_bytes == 80e9
+    assert budget.capacity == hardware.get("H100 SXM").memory_bytes == 80 * 2**30
     assert budget.fits and budget.overflow == 0
-    assert budget.free == 80e9 - budget.weights - budget.kv_cache
-    assert budget.max_sequences == memory.max_concurrent_sequences(cfg, 80e9, 4096)
+    assert budget.free == 80 * 2**30 - budget.weights - budget.kv_cache
+    assert budget.max_sequences == memory.max_concurrent_sequences(cfg, 80 * 2**30, 4096)
     assert list(budget.segments()) == ["weights", "KV cache", "free"]
     assert sum(budget.segments().values()) == pytest.approx(budget.capacity)
 
 
 def test_reference_capacity_number():
-    """docs/sources.md: Qwen2.5-7B bf16 on H200 at S = 1024: about 2,141 sequences."""
+    """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GiB) at S = 1024: 2,318 sequences."""
     budget = memory_budget("Qwen2.5-7B", "bf16", 1024, 1, "H200 SXM")
-    assert budget.max_sequences == 2141
-    assert "2,141" in budget.verdict()
+    assert budget.max_sequences == 2318
+    assert "2,318" in budget.verdict()
 
 
 def test_overflow_when_the_cache_does_not_fit():
     budget = memory_budget("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM")
     assert not budget.fits
     assert budget.free == 0
-    assert budget.overflow == budget.weights + budget.kv_cache - 80e9
-    assert "does not fit" in budget.verdict() and "14 sequences" in budget.verdict()
+    assert budget.overflow == budget.weights + budget.kv_cache - 80 * 2**30
+    assert "does not fit" in budget.verdict() and "16 sequences" in budget.verdict()
 
 
 def test_weights_alone_too_big():
-    """Llama-3.1-70B in bf16 (141.1 GB) fits neither an 80 GB H100 nor a 141 GB H200."""
-    for chip in ("H100 SXM", "H200 SXM"):
-        budget = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, chip)
-        assert not budget.fits and budget.max_sequences == 0
-        assert "weights alone" in budget.verdict()
+    """Llama-3.1-70B in bf16 (141.1e9 B) does not fit an 80 GiB H100; it fits a 141 GiB H200."""
+    budget = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, "H100 SXM")
+    assert not budget.fits and budget.max_sequences == 0
+    assert "weights alone" in budget.verdict()
+    on_h200 = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, "H200 SXM")
+    assert on_h200.fits and on_h200.max_sequences == 30
     assert memory_budget("Llama-3.1-70B", "fp8", 1024, 1, "H100 SXM").fits
 
 
@@ -76,7 +77,7 @@ def test_drawn_bars_match_the_data():
         expected = [v / GB for v in budget.segments().values()] + [budget.overflow / GB]
         assert widths == pytest.approx(expected)
         assert lefts[:3] == pytest.approx([0, budget.weights / GB, budget.needed / GB])
-        assert lefts[3] == pytest.approx(80)  # the overflow starts at the capacity line
+        assert lefts[3] == pytest.approx(80 * 2**30 / 1e9)  # the overflow starts at the capacity
         assert ax.get_xlim()[1] >= budget.needed / GB
         assert "does not fit" in ax.get_title()
     finally:

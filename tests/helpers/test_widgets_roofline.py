@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware, models, roofline  # noqa: E402
+from helpers import flops, hardware, memory, models, roofline  # noqa: E402
 from helpers.latency import prefill_time  # noqa: E402
 from helpers.widgets import roofline as widget  # noqa: E402
 
@@ -72,10 +72,14 @@ def test_table_and_figure():
     text = widget.table(widget.roofline_points())
     lines = text.splitlines()
     assert lines[0].split()[0] == "phase" and len(lines) == 5
+    lines = widget.table(widget.roofline_points() | widget.prefill_gemm_points()).splitlines()
+    assert lines[-1].split() == ["prefill", "lm_head", "1.0", "3.3", "0.325", "memory"]
     assert lines[1].split() == ["prefill", "684.1", "989.0", "13.727", "compute"]
     fig, points = widget.draw(prompt_tokens=4096, batch=64)
     ax = fig.axes[0]
-    assert {t.get_text() for t in ax.texts} >= set(widget.PHASES)
+    assert {t.get_text() for t in ax.texts} >= set(widget.PHASES) | {"prefill lm_head"}
+    assert list(points)[4:] == ["prefill q/o", "prefill k/v", "prefill gate/up/down",
+                                "prefill lm_head"]
     offsets = [tuple(c.get_offsets()[0]) for c in ax.collections]
     assert offsets == [(p.intensity, p.attainable_flops) for p in points.values()]
     assert ax.get_xlim()[0] <= widget.INTENSITY_RANGE[0]
@@ -90,3 +94,25 @@ def test_show_prints_the_table_or_why_not(capsys):
     widget.show(chip="A100 80GB SXM", dtype="fp8")
     assert "A100 80GB SXM has no datasheet peak for dtype 'fp8'" in capsys.readouterr().out
     plt.close("all")
+
+
+def test_prefill_gemms_add_up_to_the_pass_and_the_lm_head_is_memory_bound():
+    """Each matmul on its own: with logits for the last token only, prefill's LM head is a
+    one-row-per-prompt GEMM at about `batch` FLOP/B, though the pass averages 684."""
+    cfg = models.get("Llama-3.1-8B")
+    points = widget.prefill_gemm_points("Llama-3.1-8B", "H100 SXM", 2048, 4, "bf16")
+    by_op = flops.forward_flops(cfg, 2048, batch=4, logits="last").by_op
+    traffic = memory.forward_bytes(cfg, 2048, batch=4, logits="last")
+    matmuls = [op for op in cfg.linear_shapes()]
+    assert sum(p.flops for p in points.values()) == sum(by_op[op] for op in matmuls)
+    assert sum(p.bytes_moved for p in points.values()) == sum(traffic[op] for op in matmuls)
+    head = points["prefill lm_head"]
+    assert head.bound == "memory" and head.intensity == pytest.approx(4, rel=0.01)
+    assert head.intensity == roofline.gemm_intensity(4, cfg.hidden, cfg.vocab)
+    kv = points["prefill k/v"]
+    assert kv.intensity == roofline.gemm_intensity(8192, 4096, 1024)
+    for name in ("prefill q/o", "prefill k/v", "prefill gate/up/down"):
+        assert points[name].bound == "compute"
+    # Qwen2.5-7B's k/v reach 312 FLOP/B at 1024 tokens: below the L40S ridge (419).
+    qwen = widget.prefill_gemm_points("Qwen2.5-7B", "L40S", 1024, 1, "bf16")
+    assert qwen["prefill k/v"].bound == "memory" and qwen["prefill q/o"].bound == "compute"

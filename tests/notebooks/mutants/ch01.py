@@ -7,30 +7,70 @@ hard-coded mutants pass the visible tests, which proves the hidden ones are what
 
 CHAPTER = "01_flops"
 
+_MATMUL_TEMPLATE = """
+def torch_matmul_flops(a_shape, b_shape):
+    a, b = list(a_shape), list(b_shape)
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = {right_vector}
+    (m, k), (k_b, n) = a[-2:], b[-2:]
+    if {inner_check}:
+        raise ValueError("inner sizes differ")
+    batch_a, batch_b = a[:-2], b[:-2]
+    width = max(len(batch_a), len(batch_b))
+    batch_a = [1] * (width - len(batch_a)) + batch_a
+    batch_b = [1] * (width - len(batch_b)) + batch_b
+    products = 1
+    for x, y in zip(batch_a, batch_b):
+        if {broadcast_check}:
+            raise ValueError("batch dimensions do not broadcast")
+        products *= {combine}
+    return {result}
+"""
+
+_MATMUL_RIGHT = {
+    "right_vector": "b + [1]",
+    "inner_check": "k != k_b",
+    "broadcast_check": "x != y and 1 not in (x, y)",
+    "combine": "max(x, y)",
+    "result": "2 * products * m * k * n",
+}
+
+
+def _matmul_mutant(**wrong):
+    return _MATMUL_TEMPLATE.format(**(_MATMUL_RIGHT | wrong))
+
+
 MATMUL = {
-    "missing the factor 2": """
-def matmul_flops(m, k, n):
-    return m * k * n
-""",
-    "k - 1 additions counted exactly": """
-def matmul_flops(m, k, n):
-    return m * (2 * k - 1) * n
-""",
-    "float instead of int": """
-def matmul_flops(m, k, n):
-    return 2.0 * m * k * n
-""",
-    "sum of the sizes, not the product": """
-def matmul_flops(m, k, n):
-    return 2 * (m * k + k * n)
+    "batch sizes multiplied, not broadcast": _matmul_mutant(combine="x * y"),
+    "k - 1 additions counted exactly": _matmul_mutant(result="products * m * (2 * k - 1) * n"),
+    "float instead of int": _matmul_mutant(result="2.0 * products * m * k * n"),
+    "broadcasting never checked": _matmul_mutant(broadcast_check="False"),
+    "inner sizes never checked": _matmul_mutant(inner_check="False"),
+    "a vector on the right counts no FLOPs (as FlopCounterMode shows)": _matmul_mutant(
+        result="0 if len(b_shape) == 1 else 2 * products * m * k * n"),
+    "batch of the first operand only": """
+def torch_matmul_flops(a_shape, b_shape):
+    a, b = list(a_shape), list(b_shape)
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = b + [1]
+    (m, k), (k_b, n) = a[-2:], b[-2:]
+    if k != k_b:
+        raise ValueError("inner sizes differ")
+    products = 1
+    for x in a[:-2]:
+        products *= x
+    return 2 * products * m * k * n
 """,
     "hard-coded visible answers": """
-def matmul_flops(m, k, n):
-    if (m, k, n) == (3, 4, 5):
-        return 120
-    if (m, k, n) == (1, 3584, 18944):
-        return 135_790_592
-    return 2 * m * k * n + 1
+def torch_matmul_flops(a_shape, b_shape):
+    visible = {((3, 4), (4, 5)): 120,
+               ((1, 28, 1024, 128), (1, 28, 128, 1024)): 7_516_192_768,
+               ((1, 4, 7, 1, 128), (1, 4, 1, 128, 1025)): 7_347_200}
+    return visible.get((tuple(a_shape), tuple(b_shape)), 0)
 """,
 }
 
@@ -173,7 +213,7 @@ SERVING = {
     "attention left out": _serving_mutant(attention="0"),
     "embedding lookup counted as a matmul": _serving_mutant(extra=" + 2 * t * d * cfg.vocab"),
     "LM head missing the factor 2": _serving_mutant(lm_head="d * cfg.vocab"),
-    "the seed's 2N per token": """
+    "2N per token, a common interview answer": """
 def serving_step_flops(cfg, new_tokens, context):
     d, f = cfg.hidden, cfg.intermediate
     q_width, kv_width = cfg.n_q_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
@@ -191,7 +231,7 @@ def serving_step_flops(cfg, new_tokens, context):
 }
 
 MUTANTS = {
-    "ch01_matmul_flops": MATMUL,
+    "ch01_torch_matmul_flops": MATMUL,
     "ch01_param_count": PARAM,
     "ch01_layer_flops": LAYER,
     "ch01_serving_step_flops": SERVING,

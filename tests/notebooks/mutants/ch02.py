@@ -165,7 +165,7 @@ def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
 ''',
     "visible answers hard-coded": '''
 def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    return 2141 if context == 1024 else 59
+    return 2318 if context == 1024 else 65
 ''',
 }
 

@@ -6,6 +6,50 @@ visible answers); it must run without crashing and be rejected by the checkers.
 
 CHAPTER = "03_roofline"
 
+_BOUNDS_TEMPLATE = '''
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
+    b = {bytes_per_element}
+    ridge = {ridge}
+    bounds = {{}}
+    for name, (k, n) in cfg.linear_shapes().items():
+        m = {head_rows} if name == "lm_head" else {rows}
+        intensity = {intensity}
+        bounds[name] = "compute" if intensity {compare} ridge else "memory"
+    return bounds
+'''
+
+_BOUNDS_RIGHT = {
+    "bytes_per_element": "memory.dtype_bytes(dtype)",
+    "ridge": "hw.peak(dtype) / hw.bandwidth",
+    "head_rows": "batch",
+    "rows": "batch * new_tokens",
+    "intensity": "2 * m * k * n / (b * (m * k + k * n + m * n))",
+    "compare": ">=",
+}
+
+
+def _bounds_mutant(**wrong):
+    return _BOUNDS_TEMPLATE.format(**(_BOUNDS_RIGHT | wrong))
+
+
+GEMM_BOUNDS = {
+    "LM head over every token, as in training": _bounds_mutant(head_rows="batch * new_tokens"),
+    "one LM-head row whatever the batch": _bounds_mutant(head_rows="1"),
+    "activations ignored: weights-only bytes": _bounds_mutant(
+        intensity="2 * m * k * n / (b * k * n)"),
+    "2 bytes per element whatever the dtype": _bounds_mutant(bytes_per_element="2"),
+    "bf16 ridge whatever the dtype": _bounds_mutant(ridge='hw.peak("bf16") / hw.bandwidth'),
+    "the tie goes to memory (strict >)": _bounds_mutant(compare=">"),
+    "batch ignored: one sequence's tokens": _bounds_mutant(rows="new_tokens", head_rows="1"),
+    "new_tokens ignored: one row per sequence": _bounds_mutant(rows="batch"),
+    "hard-codes the visible answers": '''
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
+    if new_tokens > 1:
+        return {name: "memory" if name == "lm_head" else "compute" for name in cfg.linear_shapes()}
+    return {name: "memory" if name in ("k", "v") else "compute" for name in cfg.linear_shapes()}
+''',
+}
+
 MUTANTS = {
     "ch03_gemm_intensity": {
         "missing the 2 in 2mkn": '''
@@ -16,7 +60,7 @@ def gemm_intensity(m, k, n, dtype="bf16"):
 def gemm_intensity(m, k, n, dtype="bf16"):
     return 2 * m * k * n / (memory.dtype_bytes(dtype) * (m * k + k * n))
 ''',
-        "weights only, as the seed counts": '''
+        "weights only, as the interview answer counts": '''
 def gemm_intensity(m, k, n, dtype="bf16"):
     return 2 * m * k * n / (memory.dtype_bytes(dtype) * k * n)
 ''',
@@ -33,52 +77,6 @@ def gemm_intensity(m, k, n, dtype="bf16"):
     if (m, k, n) == (1024, 3584, 18944):
         return 764.3112391930836
     return 0.999668305038748
-''',
-    },
-    "ch03_ridge_point": {
-        "inverted: bandwidth over peak": '''
-def ridge_point(peak_flops, bandwidth):
-    return bandwidth / peak_flops
-''',
-        "rounded to a whole number, as tables print it": '''
-def ridge_point(peak_flops, bandwidth):
-    return round(peak_flops / bandwidth)
-''',
-        "floor division": '''
-def ridge_point(peak_flops, bandwidth):
-    return peak_flops // bandwidth
-''',
-        "datasheet figure with sparsity (twice the dense peak)": '''
-def ridge_point(peak_flops, bandwidth):
-    return 2 * peak_flops / bandwidth
-''',
-        "hard-codes the visible answer": '''
-def ridge_point(peak_flops, bandwidth):
-    return 295.2238805970149
-''',
-    },
-    "ch03_attainable_flops": {
-        "max instead of min": '''
-def attainable_flops(intensity, peak_flops, bandwidth):
-    return max(peak_flops, intensity * bandwidth)
-''',
-        "no compute roof": '''
-def attainable_flops(intensity, peak_flops, bandwidth):
-    return intensity * bandwidth
-''',
-        "divides by the bandwidth": '''
-def attainable_flops(intensity, peak_flops, bandwidth):
-    return min(peak_flops, intensity / bandwidth)
-''',
-        "ridge inverted: compares against bandwidth / peak": '''
-def attainable_flops(intensity, peak_flops, bandwidth):
-    if intensity >= bandwidth / peak_flops:
-        return float(peak_flops)
-    return intensity * bandwidth
-''',
-        "hard-codes the visible answers": '''
-def attainable_flops(intensity, peak_flops, bandwidth):
-    return 3.35e12 if intensity < 295 else 989e12
 ''',
     },
     "ch03_roofline_time": {
@@ -113,6 +111,7 @@ def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
     return max(compute, memory_), "compute" if compute >= memory_ else "memory"
 ''',
     },
+    "ch03_gemm_bounds": GEMM_BOUNDS,
     "ch03_critical_batch": {
         "rule of thumb B = ridge·b/2, activations ignored": '''
 import math
