@@ -27,6 +27,7 @@ class Exercise:
     full: str  # the whole test cell, hidden tests included
     visible: str  # what the student sees
     names: tuple[str, ...] = ()  # what the answer must define (from the solution cell)
+    references: tuple[str, ...] = ()  # what the tests call that the solution does not
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,13 @@ def load(name: str, source: Path) -> Assignment:
     hide = ClearHiddenTests()
     exercises, written, last_answer = [], [], None
     names: dict[str, tuple[str, ...]] = {}
+    solutions: dict[str, str] = {}
     for cell in nb.cells:
         info = meta(cell)
         if cell.cell_type == "code" and info.get("solution"):
             last_answer = info["grade_id"]
             names[last_answer] = defined_names(cell.source)
+            solutions[last_answer] = cell.source
         elif cell.cell_type == "code" and info.get("grade"):
             test_id = info["grade_id"]
             answer_id = test_id.removesuffix("_test")
@@ -100,9 +103,11 @@ def load(name: str, source: Path) -> Assignment:
             if answer_id is None:
                 raise ValueError(f"{path}: test cell {test_id} has no answer cell above it")
             visible, _ = hide.preprocess_cell(copy.deepcopy(cell), {}, 0)
+            own = names.get(answer_id, ())
+            references = called(cell.source) - called(solutions.get(answer_id, "")) - set(own)
             exercises.append(
                 Exercise(test_id, answer_id, float(info.get("points", 0)), cell.source,
-                         visible.source, names.get(answer_id, ()))
+                         visible.source, own, tuple(sorted(references)))
             )  # fmt: skip
         elif cell.cell_type == "markdown" and info.get("grade"):
             written.append(Written(info["grade_id"], float(info.get("points", 0))))
@@ -130,6 +135,26 @@ def defined_names(source: str) -> tuple[str, ...]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             found += [t.id for t in targets if isinstance(t, ast.Name)]
     return tuple(found)
+
+
+def called(source: str) -> set[str]:
+    """The names and dotted names a cell calls (``check_int``, ``roofline.gemm_knee``).
+    Those a test calls and its solution does not are the candidates for references: the
+    answer process replaces the ones that are helpers' functions by stubs."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            parts, target = [], node.func
+            while isinstance(target, ast.Attribute):
+                parts.append(target.attr)
+                target = target.value
+            if isinstance(target, ast.Name):
+                found.add(".".join([target.id, *reversed(parts)]))
+    return found
 
 
 def _ids(nb: nbformat.NotebookNode) -> set[str]:

@@ -13,12 +13,14 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat.validator import normalize
 from tqdm.auto import tqdm
 
 from grading import sandbox
@@ -73,7 +75,7 @@ def parse(raw: bytes) -> nbformat.NotebookNode:
     if len(raw) > MAX_NOTEBOOK_BYTES:
         raise CorruptNotebook(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
     try:
-        nb = nbformat.reads(raw.decode("utf-8-sig"), as_version=4)
+        nb = nbformat.reads(with_cell_ids(raw.decode("utf-8-sig")), as_version=4)
         cells = list(nb.cells)
         for cell in cells:
             kinds = ("code", "markdown", "raw")
@@ -82,6 +84,25 @@ def parse(raw: bytes) -> nbformat.NotebookNode:
     except Exception as error:  # nbformat raises many types on hostile JSON
         raise CorruptNotebook(f"{type(error).__name__}: {str(error)[:200]}") from None
     return nb
+
+
+def with_cell_ids(text: str) -> str:
+    """The notebook's JSON with an id on every cell where its format (4.5+) wants one, by
+    nbformat's own ``normalize``: this copy only, never the student's file. Otherwise
+    nbformat warns (MissingIDFieldWarning) once per cell of every such submission."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text  # nbformat.reads says what is wrong with it
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not (isinstance(cells, list) and data.get("nbformat") == 4
+            and isinstance(data.get("nbformat_minor"), int) and data["nbformat_minor"] >= 5
+            and any(isinstance(c, dict) and "id" not in c for c in cells)):  # fmt: skip
+        return text
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the warnings are about what normalize repairs
+        _, data = normalize(data)
+    return json.dumps(data)
 
 
 def pick_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
@@ -147,7 +168,8 @@ def grade_notebook(
     answers, flags = answers_and_flags(nb, assignment)
     present = [e for e in assignment.exercises if e.answer_id in answers]
     outcomes = sandbox.run(
-        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full, e.names)
+        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full, e.names,
+                          e.references)
          for e in present],
         limits,
         sandbox=use_sandbox,

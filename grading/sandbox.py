@@ -13,6 +13,7 @@ runner (:mod:`grading.sandbox_runner`) before any student code runs.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import secrets
@@ -21,6 +22,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,8 +31,10 @@ import helpers
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
+TESTER_HOME = "/run/grader"
 # Imported once per submission by the zygote, before any student code: a speed-up only.
-PREIMPORT = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "helpers.checks",
+PREIMPORT = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython",
+             "IPython.core.interactiveshell", "traitlets.config", "helpers.checks",
              "helpers.notebook"]  # fmt: skip
 # System folders a Python process needs, bound read-only (symlinks are recreated).
 SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"]
@@ -57,6 +62,8 @@ class Question:
     visible: str  # the instructor's test cell without hidden tests
     full: str  # the instructor's whole test cell
     names: tuple[str, ...] = ()  # what the exercise asks the answer to define
+    references: tuple[str, ...] = ()  # what the tests call: helpers' functions among them
+    # are stubs in the answer process (delegating to the reference earns nothing)
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,29 @@ def bwrap_works() -> bool:
     if not shutil.which("bwrap"):
         return False
     probe = subprocess.run(
-        ["bwrap", "--unshare-all", "--die-with-parent", *_system_binds(), "true"],
+        ["bwrap", *_namespaces(), "--die-with-parent", *_system_binds(), "true"],
         capture_output=True,
     )
     return probe.returncode == 0
+
+
+# When grading as root, each sandbox's tester and answer processes run as two users of
+# their own, from a range no account uses. The answer then cannot signal, limit or write to
+# the zygote (root) or the tester; RLIMIT_NPROC binds (root ignores it, leaving a fork bomb
+# bounded only by the clock) and counts that answer alone, so a fork bomb in one
+# submission cannot starve another graded at the same time.
+UID_BASE = 3_000_000 + (os.getpid() % 4096) * 512  # apart from other grading processes
+_uids_lock = threading.Lock()
+_uids_free = list(range(UID_BASE + 510, UID_BASE, -2))
+
+
+def _namespaces() -> list[str]:
+    if os.geteuid() != 0:  # an unprivileged user namespace
+        return ["--unshare-all"]
+    # root: no user namespace, so the zygote can switch to the sandbox's own user
+    return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+            "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--cap-add", "CAP_CHOWN"]  # fmt: skip
 
 
 def _system_binds() -> list[str]:
@@ -93,14 +119,24 @@ def _system_binds() -> list[str]:
 def _bwrap(limits: Limits) -> list[str]:
     python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
     package_dirs = {Path(p).resolve() for p in helpers.__path__}
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds()]
+    args = ["bwrap", *_namespaces(), "--die-with-parent", "--new-session", *_system_binds()]
     for path in ETC:
         args += ["--ro-bind-try", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev",
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--dir", "/home",
              "--size", str(limits.disk), "--tmpfs", "/tmp",
-             "--size", str(limits.disk), "--tmpfs", HOME]  # fmt: skip
+             "--size", str(limits.disk), "--tmpfs", HOME,
+             # the testers' homes: apart from the disk the answer can fill
+             "--perms", "0755", "--dir", "/run",
+             "--perms", "0711", "--size", str(limits.disk), "--tmpfs", TESTER_HOME]  # fmt: skip
     # After the tmpfs mounts, so a checkout or venv that lives under /tmp stays visible.
-    for path in sorted(python_dirs | package_dirs):
+    bound = sorted(python_dirs | package_dirs)
+    # bubblewrap makes the folders above a bind 0700: open them to the sandbox's user
+    above = {str(a) for p in bound for a in p.parents
+             if not any(a == Path(s) or Path(s) in a.parents for s in SYSTEM)}  # fmt: skip
+    above -= {"/", "/tmp", "/home", HOME}
+    for folder in sorted(above | {"/opt", "/opt/grader"}, key=lambda f: f.count("/")):
+        args += ["--perms", "0755", "--dir", folder]
+    for path in bound:
         args += ["--ro-bind", str(path), str(path)]
     args += ["--chdir", HOME, "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]
@@ -110,6 +146,7 @@ def _environment(home: str) -> dict[str, str]:
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": home,
+        "USER": "student",  # getpass.getuser() without a passwd entry for the sandbox user
         "LANG": "C.UTF-8",
         "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": "1",
@@ -117,16 +154,79 @@ def _environment(home: str) -> dict[str, str]:
     }
 
 
+NOT_AN_ANSWER = "is not an answer: write it yourself"
+STARTUP_S = 120.0  # bubblewrap, Python and the imports, before the first question
+GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and cleanup
+
+
 def run(
     questions: list[Question], limits: Limits = Limits(), sandbox: bool = True
 ) -> list[Outcome]:
-    """Run every question of one submission; one Outcome per question, in order."""
+    """Run every question of one submission; one Outcome per question, in order.
+
+    When the grading process itself dies or stops mid-question (the answer killed or
+    stopped its parent), that question is lost and a fresh sandbox runs the rest."""
     if not questions:
         return []
     if sandbox and not shutil.which("bwrap"):
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
     nonces = [secrets.token_hex(16) for _ in questions]
     zygote_nonce = secrets.token_hex(16)
+    records: list[dict] = []
+    lost: dict[int, Outcome] = {}
+    first = 0
+    while first < len(questions):
+        found, stalled = _run_zygote(questions, nonces, zygote_nonce, first, limits, sandbox)
+        records += found
+        done = {r["q"] for r in found if r.get("zygote") == zygote_nonce and "timeout" in r}
+        started = {r["q"] for r in found if r.get("zygote") == zygote_nonce and r.get("start")}
+        pending = [i for i in range(first, len(questions)) if i not in done]
+        if not pending:
+            break
+        index = pending[0]
+        broken = {r["q"] for r in found if r.get("zygote") == zygote_nonce and "broken" in r}
+        if index in broken and index != first:  # an earlier answer broke it: go on afresh
+            first = index
+        elif index in broken:
+            lost[index] = Outcome("crash", "the grading process could not start this question")
+            first = index + 1
+        elif index in started:  # it died (or stopped) during this question: that one is lost
+            lost[index] = Outcome("crash", "your code stopped the grading process" if stalled
+                                  else "your code killed the grading process")  # fmt: skip
+            first = index + 1
+        elif done:  # it died between questions (a previous one sabotaged it): go on
+            first = index
+        else:  # it never started a question: a fresh one would not either
+            break
+    return [
+        lost.get(i) or _decide(i, nonce, zygote_nonce, records) for i, nonce in enumerate(nonces)
+    ]
+
+
+def _run_zygote(
+    questions: list[Question],
+    nonces: list[str],
+    zygote_nonce: str,
+    first: int,
+    limits: Limits,
+    sandbox: bool,
+) -> tuple[list[dict], bool]:
+    """One sandbox running questions ``first`` onwards: its report records, and whether it
+    was stopped for making no progress."""
+    uids = None
+    if sandbox and os.geteuid() == 0:
+        with _uids_lock:
+            base = _uids_free.pop()
+        uids = {"tester": base, "answer": base + 1}
+    try:
+        return _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids)
+    finally:
+        if uids is not None:
+            with _uids_lock:
+                _uids_free.append(uids["tester"])
+
+
+def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         report_path, log_path = Path(tmp, "report.jsonl"), Path(tmp, "log.txt")
         report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -136,7 +236,11 @@ def run(
         job = {
             "report_fd": report_fd,
             "zygote_nonce": zygote_nonce,
-            "preimport": PREIMPORT,
+            "preimport": PREIMPORT + _imported(questions),
+            "sandboxed": sandbox,
+            "uids": uids,
+            "tester_home": TESTER_HOME if sandbox else None,
+            "first": first,
             "limits": {"output": limits.output, "processes": limits.processes},
             "questions": [
                 {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
@@ -144,28 +248,69 @@ def run(
             ],
         }
         command = _bwrap(limits) if sandbox else [sys.executable, "-I", str(RUNNER)]
-        overall = limits.wall_s * len(questions) + 120  # startup and imports
+        stalled = False
         try:
             with open(log_path, "wb") as log:
-                subprocess.run(
+                process = subprocess.Popen(
                     command,
-                    input=json.dumps(job).encode(),
+                    stdin=subprocess.PIPE,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     pass_fds=(report_fd,),
                     env=_environment(home),
-                    cwd=home if not sandbox else tmp,
-                    timeout=overall,
+                    cwd=home if not sandbox else "/",
                     start_new_session=True,
                 )
-        except subprocess.TimeoutExpired:
-            pass  # subprocess.run killed it; unanswered questions read as timeouts below
+                try:
+                    process.stdin.write(json.dumps(job).encode())
+                    process.stdin.close()
+                except OSError:  # it died at once; what it reported says the rest
+                    pass
+                stalled = _watch(process, report_path, zygote_nonce, limits)
         finally:
             os.close(report_fd)
-        records = _read_report(report_path, limit=limits.output)
-    return [
-        _decide(i, nonce, zygote_nonce, records) for i, nonce in enumerate(nonces)
-    ]
+        return _read_report(report_path, limit=limits.output), stalled
+
+
+def _watch(process: subprocess.Popen, report: Path, zygote_nonce: str, limits: Limits) -> bool:
+    """Wait for the zygote; stop it (and say so) when it makes no progress: nothing
+    started within STARTUP_S, or a question not done within its wall clock and GRACE_S."""
+    deadline, size = time.monotonic() + STARTUP_S, -1
+    while process.poll() is None:
+        if report.stat().st_size != size:
+            size = report.stat().st_size
+            ours = [r for r in _read_report(report, limits.output)
+                    if r.get("zygote") == zygote_nonce]  # fmt: skip
+            if ours and ours[-1].get("start"):
+                deadline = time.monotonic() + limits.wall_s + GRACE_S
+            elif ours:
+                deadline = time.monotonic() + GRACE_S  # the next start, or the end
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _imported(questions: list[Question]) -> list[str]:
+    """Modules the setup cells import (the instructor's): imported once by the zygote, not
+    twice per question (ipywidgets, torch.utils.benchmark, helpers' modules...)."""
+    found: list[str] = []
+    for setup in dict.fromkeys(q.setup for q in questions):
+        try:
+            tree = ast.parse(setup)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.append(node.module)
+    return [name for name in dict.fromkeys(found) if name not in PREIMPORT]
 
 
 def _question_limits(limits: Limits) -> dict[str, float | int]:
@@ -195,7 +340,8 @@ SIGNALS = {
 
 def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> Outcome:
     """The parent's verdict for one question, from the runner's nonce-marked records only."""
-    exits = [r for r in records if r["q"] == index and r.get("zygote") == zygote_nonce]
+    exits = [r for r in records
+             if r["q"] == index and r.get("zygote") == zygote_nonce and "timeout" in r]  # fmt: skip
     stages = [r for r in records if r["q"] == index and r.get("nonce") == nonce]
     if not exits:
         return Outcome("timeout", "the submission ran out of time before this question")
@@ -218,6 +364,9 @@ def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> O
         return Outcome(status, detail)
     if stage == "pass":
         return Outcome("passed") if code == 0 else Outcome("crash", f"exit status {code}")
+    if NOT_AN_ANSWER in error and stage in ("visible", "answer"):
+        start = error.rfind("calling ", 0, error.index(NOT_AN_ANSWER))
+        return Outcome("failed", error[start:].split("\n")[0])
     if stage == "visible":
         if error.startswith("NotImplementedError"):
             return Outcome("failed", "not answered yet (the function raises NotImplementedError)")

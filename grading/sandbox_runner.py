@@ -26,18 +26,25 @@ import ctypes
 import dataclasses
 import functools
 import importlib
+import inspect
 import json
 import os
 import pickle
 import resource
+import shutil
 import signal
 import socket
 import struct
 import sys
+import tempfile
 import time
 import types
 
 REPORT_FD = 3  # replaced by the job's report_fd
+ZYGOTE_HOME = ""  # the zygote's home; each question's answer gets a folder under it
+TESTER_HOME = ""  # in the sandbox, a disk of the testers' own (else the zygote's home)
+UIDS = {}  # role -> user id, when the zygote runs as root
+PROCESSES = [0]  # RLIMIT_NPROC for a process that switches user
 ERROR_CHARS = 2000
 MAX_MESSAGE = 64 << 20
 MAX_DEPTH = 64
@@ -217,14 +224,20 @@ def raise_from(name, message):
 # --- the two processes ---------------------------------------------------------------------
 
 
-def make_shell():
+def make_shell(home):
+    """An IPython shell of this process alone: its own IPython directory under ``home`` and
+    an in-memory history. A shared ``history.sqlite`` let the answer and tester processes
+    race IPython's corrupt-database rename, which killed whichever lost."""
     from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
 
     class Shell(InteractiveShell):
         def enable_gui(self, gui=None):  # `%matplotlib inline` needs no event loop here
             pass
 
-    return Shell.instance()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    return Shell.instance(config=config, ipython_dir=os.path.join(home, ".ipython"))
 
 
 def run(shell, source):
@@ -233,22 +246,57 @@ def run(shell, source):
     return result.error_before_exec or result.error_in_exec
 
 
-def limit(question, index):
+def scratch_roots(index):
+    return {"answer": os.path.join(ZYGOTE_HOME, f"q{index}"),
+            "tester": os.path.join(TESTER_HOME or ZYGOTE_HOME, f"q{index}")}  # fmt: skip
+
+
+def private(index, role):
+    """This process's own home, temporary folder, working folder and output file, so that
+    nothing on disk is shared between the answer and the tester (nor with other
+    questions: the zygote removes them after the question). As root, it then becomes
+    the role's own user."""
+    home = os.path.join(scratch_roots(index)[role], role)
+    tmp = os.path.join(home, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    uid = UIDS.get(role)
+    if uid is not None:
+        for folder in (home, tmp):
+            os.chown(folder, uid, uid)
+        os.chmod(home, 0o700)
+    os.environ.update({"HOME": home, "TMPDIR": tmp, "IPYTHONDIR": os.path.join(home, ".ipython")})
+    tempfile.tempdir = None  # computed again from TMPDIR
+    os.chdir(home)
+    # stdout and stderr: a file of its own (bounded by RLIMIT_FSIZE), so a flood by the
+    # answer cannot fill the output that the tester and later questions write to
+    output = os.open(os.path.join(home, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # and with it every capability goes
+        non_dumpable()  # a change of user resets it
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESSES[0], PROCESSES[0]))
+    return home
+
+
+def limit(question, index, role):
     limits = question["limits"]
+    home = private(index, role)
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
-    scratch = os.path.join(os.environ["HOME"], f"q{index}")
-    os.makedirs(scratch, exist_ok=True)
-    os.chdir(scratch)
+    return home
 
 
 def answer_process(index, question, sock):
     """Run setup and the student's answer, then serve calls to what the answer defined."""
-    limit(question, index)
-    shell = make_shell()
+    shell = make_shell(limit(question, index, "answer"))
     error = run(shell, question["setup"])
     if error is not None:
         return send(sock, json.dumps({"stage": "setup", "error": describe(error)}).encode())
+    forbid(shell, question.get("references", ()))
     before = dict(shell.user_ns)
     error = run(shell, question["answer"])
     if error is not None:
@@ -270,6 +318,60 @@ def answer_process(index, question, sock):
         send(sock, json.dumps(reply).encode())
 
 
+class NotAnAnswer(Exception):
+    """The answer called a function the tests compare it against."""
+
+
+def forbid(shell, references):
+    """Replace, in this (the answer) process only, each helpers function the tests call
+    that the solution does not by a stub that refuses to run: returning the reference's
+    own result is not an answer. Lookups of a named config (``models.get(name)``) build
+    the tests' inputs and stay. The tester and later cells keep the real functions."""
+    real = {}
+    for dotted in references:
+        head, *rest = str(dotted).split(".")
+        value = shell.user_ns.get(head)
+        for part in rest:
+            value = getattr(value, part, None)
+        module = getattr(value, "__module__", None) or ""
+        if (isinstance(value, types.FunctionType) and module.startswith("helpers.")
+                and module not in ("helpers.checks", "helpers.notebook")
+                and not _lookup(value)):  # fmt: skip
+            real[id(value)] = (value, f"{module}.{value.__qualname__}")
+    if not real:
+        return
+    stubs = {key: _stub(name) for key, (_, name) in real.items()}
+    namespaces = [shell.user_ns] + [
+        vars(m) for name, m in list(sys.modules.items())
+        if (name == "helpers" or name.startswith("helpers.")) and m is not None
+    ]  # fmt: skip
+    for namespace in namespaces:  # wherever it is bound: `import`, `from … import`
+        for name, value in list(namespace.items()):
+            if id(value) in stubs and value is real[id(value)][0]:
+                namespace[name] = stubs[id(value)]
+
+
+def _lookup(function):
+    """``get(name: str) -> SomeConfig``: finds the tests' inputs by name, answers nothing."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False
+    params = list(signature.parameters.values())
+    returns = signature.return_annotation
+    return (bool(params) and params[0].annotation in (str, "str")
+            and isinstance(returns, (type, str)) and returns not in (str, "str")
+            and function.__name__ == "get")  # fmt: skip
+
+
+def _stub(name):
+    def refuse(*args, **kwargs):
+        raise NotAnAnswer(f"calling {name} is not an answer: write it yourself")
+
+    refuse.__name__ = refuse.__qualname__ = name.rpartition(".")[2]
+    return refuse
+
+
 def safe_encode(value):
     try:
         return encode(value)
@@ -283,8 +385,7 @@ def tester_process(index, question, sock, nonce):
     def report(stage, error=""):
         emit({"q": index, "nonce": nonce, "stage": stage, "error": error})
 
-    limit(question, index)
-    shell = make_shell()
+    shell = make_shell(limit(question, index, "tester"))
     error = run(shell, question["setup"])
     if error is not None:
         return report("setup", describe(error))
@@ -360,10 +461,11 @@ def wait(pids, deadline):
         time.sleep(0.01)
     done, answer_status = os.waitpid(answer, os.WNOHANG)
     for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        for kill in (os.killpg, os.kill):  # the group, and the child before its setsid
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     if not done:
         os.waitpid(answer, 0)
         answer_status = None
@@ -373,10 +475,11 @@ def wait(pids, deadline):
 
 
 def fork(body, index):
-    """Run ``body`` in a child, in its own process group (so a timeout kills all of it)."""
+    """Run ``body`` in a child, in a session of its own (so a timeout kills all of it, and
+    signals meant for the zygote's group never reach it)."""
     pid = os.fork()
     if pid == 0:
-        os.setpgid(0, 0)
+        os.setsid()
         try:
             body()
         except BaseException as error:  # noqa: B036 - a child must always end here
@@ -388,11 +491,74 @@ def fork(body, index):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-    try:
-        os.setpgid(pid, pid)  # also here: whichever runs first wins the race
-    except OSError:
-        pass
     return pid
+
+
+def leftovers(sandboxed):
+    """Live processes left over from a question: in the sandbox's PID namespace, every one
+    but its init and the zygote; without a sandbox, the zygote's descendants (orphans come
+    back to it, a subreaper)."""
+    me, parents, states = os.getpid(), {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry)], states[int(entry)] = int(fields[1]), fields[0]
+    found = []
+    for pid in parents:
+        if pid in (1, me) or states[pid] in ("Z", "X"):
+            continue
+        if sandboxed:
+            found.append(pid)
+            continue
+        seen, up = set(), parents.get(pid)
+        while up and up not in seen and up != me:
+            seen.add(up)
+            up = parents.get(up)
+        if up == me:
+            found.append(pid)
+    return found
+
+
+def sweep(sandboxed):
+    """Kill and reap whatever a question left running (a daemon that escaped its session,
+    a fork bomb), so it cannot slow or attack the next question."""
+    for _ in range(500):
+        pids = leftovers(sandboxed)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if not pids:
+            return
+        time.sleep(0.01)
+
+
+def clean(index, keep):
+    """Remove the question's folders and anything else it left in the home and /tmp."""
+    for root in scratch_roots(index).values():
+        shutil.rmtree(root, ignore_errors=True)
+    for folder, names in keep.items():
+        for name in set(os.listdir(folder)) - names:
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
 
 def answer_child(index, question, own, other):
@@ -407,10 +573,12 @@ def tester_child(index, question, own, other, nonce):
 
 
 def main():
-    global REPORT_FD
+    global REPORT_FD, ZYGOTE_HOME, TESTER_HOME
     job = json.loads(sys.stdin.read())
     sys.stdin = open(os.devnull)
     REPORT_FD = job["report_fd"]
+    ZYGOTE_HOME = os.environ["HOME"]
+    TESTER_HOME = job.get("tester_home") or ""
     non_dumpable()
     output = job["limits"]["output"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
@@ -423,16 +591,37 @@ def main():
             importlib.import_module(name)
         except Exception:  # optional speed-up only; the setup cell reports real failures
             pass
+    sandboxed = job.get("sandboxed", False)
+    if job.get("uids"):  # grading as root: the two processes get users of their own
+        UIDS.update(job["uids"])
+        PROCESSES[0] = job["limits"]["processes"]
+        os.chmod("/tmp", 0o1777)
+    try:
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
+    except (OSError, AttributeError):
+        pass
+    # What the zygote has in its home (and the sandbox's /tmp) before any student code: the
+    # rest is removed after each question, so a disk filled by one costs only that one.
+    folders = [ZYGOTE_HOME] + (["/tmp"] if sandboxed else [])
+    keep = {folder: set(os.listdir(folder)) for folder in folders}
     for index, question in enumerate(job["questions"]):
+        if index < job.get("first", 0):
+            continue
         sys.stdout.flush()
+        emit({"q": index, "zygote": job["zygote_nonce"], "start": True})
         nonce = question.pop("nonce")
         tester_end, answer_end = socket.socketpair()
 
-        pids = (
-            fork(functools.partial(tester_child, index, question, tester_end, answer_end, nonce),
-                 index),
-            fork(functools.partial(answer_child, index, question, answer_end, tester_end), index),
-        )  # fmt: skip
+        try:
+            pids = (
+                fork(functools.partial(tester_child, index, question, tester_end, answer_end,
+                                       nonce), index),
+                fork(functools.partial(answer_child, index, question, answer_end, tester_end),
+                     index),
+            )  # fmt: skip
+        except OSError as error:  # an earlier answer broke this zygote: the parent restarts
+            emit({"q": index, "zygote": job["zygote_nonce"], "broken": describe(error)})
+            sys.exit(3)
         tester_end.close()
         answer_end.close()
         status, answer_status = wait(pids, time.monotonic() + question["limits"]["wall_s"])
@@ -441,6 +630,8 @@ def main():
             event["answer_exit"] = os.waitstatus_to_exitcode(answer_status)
         if status is not None:
             event["exit"] = os.waitstatus_to_exitcode(status)
+        sweep(sandboxed)
+        clean(index, keep)
         emit(event)
 
 

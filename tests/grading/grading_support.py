@@ -82,7 +82,20 @@ def hidden_lines(source_dir: Path, name: str) -> list[str]:
 def page_text(path: Path) -> str:
     """The text a browser shows (syntax highlighting splits code into many tags)."""
     parts: list[str] = []
-    parser = html.parser.HTMLParser()
-    parser.handle_data = parts.append
-    parser.feed(path.read_text(encoding="utf-8"))
+    skipping: list[str] = []  # inside <style> or <script>: not text a reader sees
+
+    class Text(html.parser.HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in ("style", "script"):
+                skipping.append(tag)
+
+        def handle_endtag(self, tag):
+            if skipping and tag == skipping[-1]:
+                skipping.pop()
+
+        def handle_data(self, data):
+            if not skipping:
+                parts.append(data)
+
+    Text().feed(path.read_text(encoding="utf-8"))
     return "".join(parts)

@@ -28,5 +28,7 @@ def test_chapter_round_trip(chapter, tmp_path):
     report.write_reports(list(results.values()), assignment, tmp_path)
     page = page_text(tmp_path / "feedback" / "perfect" / chapter / f"{chapter}.html")
     assert "HIDDEN TESTS" not in page
+    answered = "\n".join(solutions_of(build.SOURCE, chapter).values())
     for line in hidden_lines(build.SOURCE, chapter):
-        assert line not in page, line
+        if line not in answered:  # a line the student wrote too is theirs, not a leak
+            assert line not in page, line
