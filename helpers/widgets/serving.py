@@ -1,0 +1,270 @@
+"""The serving explorers of chapter 8 (`08_serving`): one per optimisation.
+
+Each explorer has a data function (plain numbers, testable without a browser), a ``table``
+that prints them, and a ``show_*`` callback that the notebook's sliders call. No formula lives
+here: the numbers come from ``helpers.serving`` (the simulator, ``kv_transfer_seconds``) and
+``helpers.latency`` (speculative decoding).
+
+- ``stall_view``: a batch of decodes meets one long prompt; the gap each decode waits for its
+  next token, step by step, without and with chunked prefill (Sarathi-Serve).
+- ``prefix_view``: mean and p99 TTFT with and without a prefix cache, for a share of requests
+  that start with the same system prompt.
+- ``transfer_view``: a prompt's KV transfer time over a link, beside its prefill time and a
+  decode step (DistServe, Splitwise).
+- ``spec_view``: speculative decoding's speedup against γ, and the best γ (Leviathan et al.).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers import hardware, latency, memory, models, serving
+from helpers._validate import positive_int
+from helpers.serving import KVMemory, Request, RooflineSteps, Step
+
+__all__ = ["StallView", "stall_view", "show_stall", "PrefixView", "prefix_view", "show_prefix",
+           "TransferView", "transfer_view", "show_transfer", "SpecView", "spec_view",
+           "show_spec"]  # fmt: skip
+
+
+def _engine(model: str, chip: str) -> tuple[RooflineSteps, KVMemory]:
+    cfg, hw = models.get(model), hardware.get(chip)
+    return RooflineSteps(cfg, hw), KVMemory(serving.kv_capacity_tokens(cfg, hw.memory_bytes))
+
+
+# ------------------------------------------------------------------- chunked prefill
+
+
+@dataclass(frozen=True)
+class StallView:
+    """Per policy, the seconds of every step that carried decodes (each decode waits one step
+    for its next token), and the long prompt's TTFT."""
+
+    gaps: dict[str, np.ndarray]
+    ttft: dict[str, float]
+
+    def table(self) -> str:
+        lines = [f"{'policy':<22}{'max gap ms':>11}{'median gap ms':>15}"
+                 f"{'long prompt TTFT ms':>21}"]
+        for name, gaps in self.gaps.items():
+            lines.append(f"{name:<22}{gaps.max() * 1e3:>11.1f}{np.median(gaps) * 1e3:>15.2f}"
+                         f"{self.ttft[name] * 1e3:>21.1f}")  # fmt: skip
+        return "\n".join(lines)
+
+
+def stall_view(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    decodes: int = 32,
+    prompt_tokens: int = 8192,
+    token_budget: int = 512,
+) -> StallView:
+    """``decodes`` requests (512-token prompts, 256 output tokens) decode together; at 0.5 s
+    one ``prompt_tokens`` prompt arrives. Simulated with continuous batching (the prompt is
+    prefilled whole in one step) and with chunked prefill under ``token_budget``."""
+    positive_int(decodes, "decodes")
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(token_budget, "token_budget")
+    steps, memory = _engine(model, chip)
+    trace = [Request(0.0, 512, 256)] * decodes + [Request(0.5, prompt_tokens, 1)]
+    gaps, ttft = {}, {}
+    for name, policy, budget in (("continuous (whole)", "continuous", None),
+                                 (f"chunked ({token_budget})", "chunked", token_budget)):
+        log: list[float] = []
+
+        def timed(step: Step, log: list[float] = log) -> float:
+            seconds = steps(step)
+            if step.decode:
+                log.append(seconds)
+            return seconds
+
+        result = serving.simulate(trace, timed, memory, policy, max_batch=decodes + 1,
+                                  token_budget=budget)  # fmt: skip
+        gaps[name], ttft[name] = np.array(log), float(result.ttft[-1])
+    return StallView(gaps, ttft)
+
+
+def show_stall(model="Qwen2.5-7B", chip="H100 SXM", decodes=32, prompt_tokens=8192,
+               token_budget=512) -> StallView:  # fmt: skip
+    """The sliders' callback: the table, and each decode step's gap against its index."""
+    import matplotlib.pyplot as plt
+
+    try:
+        view = stall_view(model, chip, decodes, prompt_tokens, token_budget)
+    except ValueError as error:  # e.g. a budget no larger than the batch
+        print(error)
+        return None
+    print(view.table())
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
+    for name, gaps in view.gaps.items():
+        ax.step(np.arange(len(gaps)), gaps * 1e3, where="post", label=name)
+    ax.set(xlabel="decode step", ylabel="gap before the next token (ms)", yscale="log",
+           title=f"{decodes} decodes meet a {prompt_tokens:,}-token prompt ({model}, {chip})")
+    ax.legend(fontsize=8)
+    plt.show()
+    plt.close(fig)
+    return view
+
+
+# -------------------------------------------------------------------- prefix caching
+
+
+@dataclass(frozen=True)
+class PrefixView:
+    """TTFT without and with a prefix cache, and the share of prompt tokens it served."""
+
+    hit_rate: float
+    ttft_mean: tuple[float, float]
+    ttft_p99: tuple[float, float]
+
+    def table(self) -> str:
+        (m0, m1), (p0, p1) = self.ttft_mean, self.ttft_p99
+        return (f"prompt tokens served from the cache: {self.hit_rate:.0%}\n"
+                f"{'':<14}{'no cache':>10}{'cache':>10}\n"
+                f"{'TTFT mean ms':<14}{m0 * 1e3:>10.1f}{m1 * 1e3:>10.1f}\n"
+                f"{'TTFT p99 ms':<14}{p0 * 1e3:>10.1f}{p1 * 1e3:>10.1f}")  # fmt: skip
+
+
+def prefix_view(
+    shared_fraction: float = 0.5,
+    shared_prefix: int = 2048,
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    rate: float = 8.0,
+    n: int = 300,
+) -> PrefixView:
+    """``n`` Poisson requests at ``rate``/s (unique prompt parts of mean 256 tokens, outputs
+    of mean 128), a ``shared_fraction`` of them starting with the same ``shared_prefix``
+    tokens; simulated with continuous batching, without and with prefix caching."""
+    steps, memory = _engine(model, chip)
+    trace = serving.poisson_trace(n, rate, 256, 128, seed=3, max_prompt=4096, max_output=1024,
+                                  shared_prefix=shared_prefix,
+                                  shared_fraction=shared_fraction)  # fmt: skip
+    plain = serving.simulate(trace, steps, memory)
+    cached = serving.simulate(trace, steps, KVMemory(memory.capacity_tokens,
+                                                     prefix_caching=True))  # fmt: skip
+    hit = cached.prefix_hit_tokens / sum(r.prompt for r in trace)
+    return PrefixView(hit, (float(plain.ttft.mean()), float(cached.ttft.mean())),
+                      (float(np.percentile(plain.ttft, 99)),
+                       float(np.percentile(cached.ttft, 99))))  # fmt: skip
+
+
+def show_prefix(shared_fraction=0.5, shared_prefix=2048) -> PrefixView:
+    """The sliders' callback: the table and a bar chart of the TTFTs."""
+    import matplotlib.pyplot as plt
+
+    view = prefix_view(shared_fraction, shared_prefix)
+    print(view.table())
+    fig, ax = plt.subplots(figsize=(6, 3))
+    x = np.arange(2)
+    ax.bar(x - 0.2, np.array(view.ttft_mean) * 1e3, 0.4, label="mean")
+    ax.bar(x + 0.2, np.array(view.ttft_p99) * 1e3, 0.4, label="p99")
+    ax.set_xticks(x, ["no prefix cache", "prefix cache"])
+    ax.set(ylabel="TTFT (ms)", title=f"{shared_fraction:.0%} of requests share "
+           f"{shared_prefix:,} tokens: {view.hit_rate:.0%} of prompt tokens hit")
+    ax.legend(fontsize=8)
+    plt.show()
+    plt.close(fig)
+    return view
+
+
+# --------------------------------------------------------------------- disaggregation
+
+
+@dataclass(frozen=True)
+class TransferView:
+    """One prompt's KV handoff beside what the two engines spend on it."""
+
+    kv_bytes: int
+    transfer_s: float
+    prefill_s: float
+    decode_step_s: float
+
+    def table(self) -> str:
+        return (f"KV cache to move: {self.kv_bytes / 1e6:,.1f} MB\n"
+                f"transfer   {self.transfer_s * 1e3:9.2f} ms\n"
+                f"prefill    {self.prefill_s * 1e3:9.2f} ms (transfer = "
+                f"{self.transfer_s / self.prefill_s:.0%} of it)\n"
+                f"decode step (batch 32) {self.decode_step_s * 1e3:6.2f} ms (transfer = "
+                f"{self.transfer_s / self.decode_step_s:.1f} steps)")  # fmt: skip
+
+
+def transfer_view(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    link_gb_per_s: float = 50.0,
+) -> TransferView:
+    """KV bytes and transfer time of a ``prompt_tokens`` prompt over a link of
+    ``link_gb_per_s`` GB/s (``serving.kv_transfer_seconds``), its prefill alone and a decode
+    step of 32 sequences at that context (``serving.RooflineSteps``)."""
+    positive_int(prompt_tokens, "prompt_tokens")
+    cfg, hw = models.get(model), hardware.get(chip)
+    steps = RooflineSteps(cfg, hw)
+    seconds = serving.kv_transfer_seconds(cfg, prompt_tokens, link_gb_per_s * 1e9)
+    prefill = steps(Step(((prompt_tokens, 0),), 0, 0, 1))
+    decode = steps(Step((), 32, 32 * prompt_tokens, 32))
+    return TransferView(memory.kv_cache_bytes(cfg, prompt_tokens), seconds, prefill, decode)
+
+
+def show_transfer(model="Qwen2.5-7B", chip="H100 SXM", prompt_tokens=1024,
+                  link_gb_per_s=50.0) -> TransferView:  # fmt: skip
+    """The sliders' callback: the table and the three times as bars."""
+    import matplotlib.pyplot as plt
+
+    view = transfer_view(model, chip, prompt_tokens, link_gb_per_s)
+    print(view.table())
+    fig, ax = plt.subplots(figsize=(6, 2.5))
+    labels = ["KV transfer", "prefill", "decode step (32)"]
+    ax.barh(labels, np.array([view.transfer_s, view.prefill_s, view.decode_step_s]) * 1e3)
+    ax.set(xscale="log", xlabel="milliseconds",
+           title=f"{model}, {prompt_tokens:,} tokens, {chip}, {link_gb_per_s:g} GB/s link")
+    plt.show()
+    plt.close(fig)
+    return view
+
+
+# ---------------------------------------------------------------- speculative decoding
+
+
+@dataclass(frozen=True)
+class SpecView:
+    """Speedup and expected tokens per target pass for γ = 0 … max, and the best γ."""
+
+    gammas: np.ndarray
+    speedup: np.ndarray
+    tokens: np.ndarray
+    best: int
+
+    def table(self) -> str:
+        g = self.best
+        return (f"best gamma = {g}: {self.tokens[g]:.4f} tokens per target pass, "
+                f"speedup {self.speedup[g]:.2f}x")
+
+
+def spec_view(alpha: float = 0.8, c: float = 0.05, max_gamma: int = 16) -> SpecView:
+    """``latency.spec_speedup`` and ``spec_expected_tokens`` over γ, ``spec_best_gamma``."""
+    gammas = np.arange(max_gamma + 1)
+    return SpecView(gammas, np.array([latency.spec_speedup(alpha, int(g), c) for g in gammas]),
+                    np.array([latency.spec_expected_tokens(alpha, int(g)) for g in gammas]),
+                    latency.spec_best_gamma(alpha, c, max_gamma))  # fmt: skip
+
+
+def show_spec(alpha=0.8, c=0.05, max_gamma=16) -> SpecView:
+    """The sliders' callback: speedup against γ, the best γ marked."""
+    import matplotlib.pyplot as plt
+
+    view = spec_view(alpha, c, max_gamma)
+    print(view.table())
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(view.gammas, view.speedup, marker=".", label="speedup")
+    ax.plot(view.gammas, view.tokens, marker=".", ls=":", label="tokens per target pass")
+    ax.axvline(view.best, color="gray", ls="--", label=f"best gamma = {view.best}")
+    ax.set(xlabel="gamma (draft tokens per pass)", ylabel="x plain decoding",
+           title=f"alpha = {alpha:g}, draft cost c = {c:g}")
+    ax.legend(fontsize=8)
+    plt.show()
+    plt.close(fig)
+    return view
