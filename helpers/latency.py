@@ -266,3 +266,48 @@ def prediction_error(predicted: float, measured: float) -> float:
     if measured <= 0:
         raise ValueError(f"measured must be positive, got {measured}")
     return predicted / measured - 1
+
+
+__all__ += ["sweep_summary", "measured_knee"]
+
+
+def _check_sweep(step_seconds: Mapping[int, float]) -> list[int]:
+    if not step_seconds:
+        raise ValueError("step_seconds is empty: give at least one measured batch size")
+    for batch, seconds in step_seconds.items():
+        positive_int(batch, "a batch size")
+        if not seconds > 0:
+            raise ValueError(f"step_seconds[{batch}] must be positive, got {seconds!r}")
+    return sorted(step_seconds)
+
+
+def sweep_summary(step_seconds: Mapping[int, float], tpot_slo: float) -> dict:
+    """What a decode batch sweep says (chapter 7). ``step_seconds[B]``: the measured time of
+    one decode step that advances B sequences by one token each.
+
+    ``tpot``: every sequence waits one whole step per token, so TPOT(B) = step(B).
+    ``throughput``: the step emits B tokens, so B / step(B) tokens/s in aggregate.
+    ``best_batch``: the batch of highest throughput whose TPOT is at most ``tpot_slo``
+    (the smaller batch on a tie), or None if no batch meets the SLO.
+    """
+    batches = _check_sweep(step_seconds)
+    if not tpot_slo > 0:
+        raise ValueError(f"tpot_slo must be positive, got {tpot_slo!r}")
+    tpot = {b: float(step_seconds[b]) for b in batches}
+    throughput = {b: b / tpot[b] for b in batches}
+    meeting = [b for b in batches if tpot[b] <= tpot_slo]
+    best = max(meeting, key=lambda b: (throughput[b], -b)) if meeting else None
+    return {"tpot": tpot, "throughput": throughput, "best_batch": best}
+
+
+def measured_knee(step_seconds: Mapping[int, float]) -> float:
+    """Where a sweep's two regimes cross (chapter 7): the flat line through the batch-1
+    step (the weights' read) meets the line through the origin and the largest batch's step
+    (compute, proportional to B): step(1) · B_max / step(B_max). It is the roofline's
+    critical batch when the largest batch measured is compute-bound; if it is not, this
+    over-estimates the knee (the slope is too shallow). Needs batch 1 in the sweep."""
+    batches = _check_sweep(step_seconds)
+    if batches[0] != 1:
+        raise ValueError("the sweep needs batch 1: the knee is read against it")
+    largest = batches[-1]
+    return step_seconds[1] * largest / step_seconds[largest]

@@ -8,12 +8,15 @@ per-group scales, which these counts leave out.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from helpers._validate import non_negative_int, one_of, positive_int
 from helpers.flops import param_count
 from helpers.models import ModelConfig
 
 __all__ = [
+    "kv_blocks",
+    "kv_footprint",
     "DTYPE_BITS",
     "dtype_bytes",
     "weight_bytes",
@@ -156,3 +159,41 @@ def max_batch_weight_only(
     if free <= 0:
         return 0
     return int(free // (kv_bytes_per_token(cfg, kv_dtype) * cached_tokens(cfg, context)))
+
+
+def kv_blocks(tokens: int, block_size: int) -> int:
+    """Blocks of ``block_size`` KV slots that ``tokens`` cached tokens take under paging
+    (vLLM's PagedAttention; chapters 7–8): ⌈tokens / block_size⌉."""
+    non_negative_int(tokens, "tokens")
+    positive_int(block_size, "block_size")
+    return -(-tokens // block_size)
+
+
+def kv_footprint(
+    requests: Sequence[tuple[int, int]], block_size: int, max_seq_len: int
+) -> dict:
+    """KV slots a set of finished requests holds, reserved vs paged (chapter 7).
+
+    ``requests``: (prompt, output) tokens. At its end a request's cache holds prompt +
+    output − 1 tokens: the last token is emitted but never fed back. A reservation allocator
+    (Orca (Max) in the vLLM paper) set aside ``max_seq_len`` slots for each; a paged one
+    (vLLM) holds ⌈tokens / block_size⌉ blocks of ``block_size`` slots. Shares: tokens over
+    slots, the fraction of the memory holding real tokens.
+    """
+    positive_int(block_size, "block_size")
+    positive_int(max_seq_len, "max_seq_len")
+    if not requests:
+        raise ValueError("requests is empty")
+    tokens = paged = 0
+    for index, (prompt, output) in enumerate(requests):
+        positive_int(prompt, f"request {index}: prompt")
+        positive_int(output, f"request {index}: output")
+        if prompt + output > max_seq_len:
+            raise ValueError(f"request {index} is {prompt + output} tokens, over "
+                             f"max_seq_len={max_seq_len}")  # fmt: skip
+        cached = prompt + output - 1
+        tokens += cached
+        paged += kv_blocks(cached, block_size) * block_size
+    reserved = len(requests) * max_seq_len
+    return {"tokens": tokens, "paged_slots": paged, "reserved_slots": reserved,
+            "paged_share": tokens / paged, "reserved_share": tokens / reserved}  # fmt: skip

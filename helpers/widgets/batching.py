@@ -1,0 +1,100 @@
+"""The batching explorer of chapter 7 (`07_batching`): throughput against latency as the
+decode batch grows, and where the critical batch and the memory cap stop it.
+
+``batch_curve`` reads every number off the helpers (``roofline.decode_split_weight_only``,
+``roofline.critical_batch_weight_only``, ``memory.max_batch_weight_only``: no formula lives
+here); ``draw_batch_curve`` draws aggregate tokens/s against TPOT, one point per batch, as
+"How to Scale Your Model" draws it; ``show_batch_curve`` is the ``interact`` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from helpers import hardware, memory, models, roofline
+from helpers._validate import positive_int
+
+__all__ = ["BatchCurve", "batch_curve", "draw_batch_curve", "show_batch_curve", "BATCHES"]
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class BatchCurve:
+    """Roofline TPOT and throughput per batch for one model, chip, context and weight dtype."""
+
+    model: str
+    chip: str
+    context: int
+    weight_dtype: str
+    batches: tuple[int, ...]
+    tpot_s: tuple[float, ...]
+    critical_batch: int | None
+    max_batch: int
+
+    @property
+    def throughput(self) -> tuple[float, ...]:
+        """Aggregate tokens/s: B tokens per step."""
+        return tuple(b / t for b, t in zip(self.batches, self.tpot_s, strict=True))
+
+    def rows(self) -> list[tuple[int, float, float, bool]]:
+        """(batch, TPOT ms, tokens/s, fits in memory) per batch: the figure's data."""
+        return [(b, t * 1e3, b / t, b <= self.max_batch)
+                for b, t in zip(self.batches, self.tpot_s, strict=True)]  # fmt: skip
+
+    def summary(self) -> str:
+        crit = "never" if self.critical_batch is None else f"B = {self.critical_batch}"
+        return (f"{self.model} on {self.chip}, {self.weight_dtype} weights, context "
+                f"{self.context:,}: weights compute-bound from {crit}; memory holds "
+                f"{self.max_batch:,} sequences")  # fmt: skip
+
+
+def batch_curve(
+    model: str,
+    chip: str,
+    context: int,
+    weight_dtype: str = "bf16",
+    batches: Sequence[int] = BATCHES,
+) -> BatchCurve:
+    """The curve's numbers: bf16 activations and KV cache, weights in ``weight_dtype``."""
+    positive_int(context, "context")
+    for b in batches:
+        positive_int(b, "a batch size")
+    cfg, hw = models.get(model), hardware.get(chip)
+    tpot = []
+    for b in batches:
+        split = roofline.decode_split_weight_only(cfg, hw, b, context, weight_dtype)
+        tpot.append(split["weights"].seconds + split["attention"].seconds)
+    return BatchCurve(model, chip, context, weight_dtype, tuple(batches), tuple(tpot),
+                      roofline.critical_batch_weight_only(cfg, hw, weight_dtype),
+                      memory.max_batch_weight_only(cfg, hw.memory_bytes, context,
+                                                   weight_dtype))  # fmt: skip
+
+
+def draw_batch_curve(curve: BatchCurve, ax) -> None:
+    """Tokens/s against TPOT (ms), log-log, each point labelled with its batch; batches
+    that do not fit in memory drawn hollow."""
+    rows = curve.rows()
+    ax.plot([r[1] for r in rows], [r[2] for r in rows], color="#4c72b0", lw=1)
+    for batch, tpot_ms, rate, fits in rows:
+        ax.plot([tpot_ms], [rate], "o", color="#4c72b0",
+                markerfacecolor="#4c72b0" if fits else "white")  # fmt: skip
+        ax.annotate(str(batch), (tpot_ms, rate), textcoords="offset points", xytext=(4, -10),
+                    fontsize=8)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("TPOT per request (ms)")
+    ax.set_ylabel("aggregate tokens/s")
+    ax.set_title(curve.summary(), fontsize=9)
+
+
+def show_batch_curve(model: str, chip: str, context: int, weight_dtype: str) -> BatchCurve:
+    """The ``interact`` callback: draw the curve in a new figure, and return it."""
+    import matplotlib.pyplot as plt
+
+    curve = batch_curve(model, chip, context, weight_dtype)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    draw_batch_curve(curve, ax)
+    plt.show()
+    return curve

@@ -1,0 +1,172 @@
+"""Chapter 7: the hidden tests reject plausible wrong answers to every exercise.
+
+Each mutant is a whole answer cell, a realistic student mistake (plus one that hard-codes the
+visible answers); it must run without crashing and be rejected by the checkers.
+"""
+
+CHAPTER = "07_batching"
+
+_SWEEP = '''
+def sweep_summary(step_seconds, tpot_slo):
+    tpot = {{batch: float(seconds) for batch, seconds in sorted(step_seconds.items())}}
+    throughput = {{batch: {rate} for batch, seconds in tpot.items()}}
+    tpot = {{batch: {latency} for batch, seconds in tpot.items()}}
+    best = None
+    for batch in tpot:
+        if {meets} and (best is None or {better}):
+            best = batch
+    return {{"tpot": tpot, "throughput": throughput, "best_batch": best}}
+'''
+
+_SWEEP_RIGHT = {
+    "rate": "batch / seconds",
+    "latency": "seconds",
+    "meets": "tpot[batch] <= tpot_slo",
+    "better": "throughput[batch] > throughput[best]",
+}
+
+
+def _sweep(**wrong):
+    return _SWEEP.format(**(_SWEEP_RIGHT | wrong))
+
+
+_CAP = '''
+def max_batch(cfg, memory_bytes, context, weight_dtype="bf16", reserve_bytes=0):
+    bits = {{"bf16": 16, "fp16": 16, "int8": 8, "fp8": 8, "int4": 4}}[weight_dtype]
+    weights = {weights}
+    kv_per_token = {kv}
+    free = {free}
+    {clamp}
+    return int({count})
+'''
+
+_CAP_RIGHT = {
+    "weights": "-(-flops.param_count(cfg) * bits // 8)",
+    "kv": "2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2",
+    "free": "memory_bytes - weights - reserve_bytes",
+    "clamp": "if free <= 0:\n        return 0",
+    "count": "free // (kv_per_token * context)",
+}
+
+
+def _cap(**wrong):
+    return _CAP.format(**(_CAP_RIGHT | wrong))
+
+
+_STEP = '''
+def schedule_step(running, waiting, free_blocks, max_batch, block_size=16):
+    free = free_blocks
+    for _, cached in running:
+        if {full}:
+            free -= 1
+    admitted = []
+    {guard}
+    for request_id, prompt in waiting:
+        if {room}:
+            break
+        blocks = {blocks}
+        if blocks > free:
+            {blocked}
+        admitted.append(request_id)
+        free -= blocks
+    return {{"decode": [request_id for request_id, _ in running], "prefill": admitted,
+            "free_blocks": free}}
+'''
+
+_STEP_RIGHT = {
+    "full": "cached % block_size == 0",
+    "guard": "",
+    "room": "len(running) + len(admitted) >= max_batch",
+    "blocks": "(prompt + block_size - 1) // block_size",
+    "blocked": "break",
+}
+
+
+def _step(**wrong):
+    return _STEP.format(**(_STEP_RIGHT | wrong))
+
+
+_FOOTPRINT = '''
+def kv_footprint(requests, block_size, max_seq_len):
+    tokens = paged = reserved = 0
+    for prompt, output in requests:
+        cached = {cached}
+        tokens += cached
+        paged += {paged}
+        reserved += {reserve}
+    return {{"tokens": tokens, "paged_slots": paged, "reserved_slots": reserved,
+            "paged_share": {share}, "reserved_share": tokens / reserved}}
+'''
+
+_FOOTPRINT_RIGHT = {
+    "cached": "prompt + output - 1",
+    "paged": "(cached + block_size - 1) // block_size * block_size",
+    "reserve": "max_seq_len",
+    "share": "tokens / paged",
+}
+
+
+def _footprint(**wrong):
+    return _FOOTPRINT.format(**(_FOOTPRINT_RIGHT | wrong))
+
+
+MUTANTS = {
+    "ch07_sweep_summary": {
+        "throughput per request (1 / step), not aggregate": _sweep(rate="1 / seconds"),
+        "TPOT as the step shared out (step / B)": _sweep(latency="seconds / batch"),
+        "best batch ignores the TPOT target": _sweep(meets="True"),
+        "best batch = the largest that meets the target": _sweep(better="True"),
+        "the target as a strict bound (<)": _sweep(meets="tpot[batch] < tpot_slo"),
+        "a tie goes to the larger batch": _sweep(better="throughput[batch] >= throughput[best]"),
+        "hard-codes the visible answers": '''
+def sweep_summary(step_seconds, tpot_slo):
+    tpot = {batch: float(seconds) for batch, seconds in step_seconds.items()}
+    return {"tpot": tpot, "throughput": {b: b / t for b, t in tpot.items()}, "best_batch": 32}
+''',
+    },
+    "ch07_max_batch": {
+        "weights not subtracted": _cap(free="memory_bytes - reserve_bytes"),
+        "KV counted with the query heads": _cap(
+            kv="2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * 2"),
+        "no ×2 for K and V": _cap(kv="cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2"),
+        "weights always bf16: the quantization ignored": _cap(
+            weights="2 * flops.param_count(cfg)"),
+        "the reserve ignored": _cap(free="memory_bytes - weights"),
+        "no clamp: a negative batch when the weights do not fit": _cap(clamp="pass"),
+        "KV cache in the weights' dtype too": _cap(
+            kv="2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * bits / 8"),
+        "hard-codes the visible answers": '''
+def max_batch(cfg, memory_bytes, context, weight_dtype="bf16", reserve_bytes=0):
+    return 76 if weight_dtype == "int4" else 65
+''',
+    },
+    "ch07_schedule_step": {
+        "admits past max_batch (counts only the admitted)": _step(
+            room="len(admitted) >= max_batch"),
+        "lets the queue skip its blocked head": _step(blocked="continue"),
+        "prefills only when no decodes run": _step(
+            guard="if running:\n        waiting = []"),
+        "forgets the decodes' new blocks": _step(full="False"),
+        "floor for the prompt's blocks": _step(blocks="max(1, prompt // block_size)"),
+        "a decode needs a block one token early": _step(full="(cached + 1) % block_size == 0"),
+        "hard-codes the visible answers": '''
+def schedule_step(running, waiting, free_blocks, max_batch, block_size=16):
+    return {"decode": [r for r, _ in running], "prefill": [w for w, _ in waiting[:1]],
+            "free_blocks": 3}
+''',
+    },
+    "ch07_kv_footprint": {
+        "floor instead of ceil for the blocks": _footprint(
+            paged="max(1, cached // block_size) * block_size"),
+        "counts the final token as cached": _footprint(cached="prompt + output"),
+        "reserves prompt + output, not the maximum": _footprint(reserve="prompt + output"),
+        "blocks, not slots": _footprint(
+            paged="(cached + block_size - 1) // block_size", share="tokens / paged / block_size"),
+        "share inverted (slots over tokens)": _footprint(share="paged / tokens"),
+        "hard-codes the visible answers": '''
+def kv_footprint(requests, block_size, max_seq_len):
+    return {"tokens": 207, "paged_slots": 208, "reserved_slots": 6144,
+            "paged_share": 207 / 208, "reserved_share": 207 / 6144}
+''',
+    },
+}
