@@ -67,6 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("notebook", type=Path)
     check.add_argument("--assignment", help="chapter (default: the notebook's file name)")
     _grade_arguments(check)
+    commands.add_parser("book", help="render solutions/ as a static HTML site in build/book/")
+    scope = commands.add_parser("gradescope", help="write a Gradescope autograder.zip")
+    scope.add_argument("chapter", help="chapter folder, e.g. 02_bytes")
+    scope.add_argument("--output", type=Path,
+                       help="default: build/gradescope/CHAPTER/autograder.zip")
+    scope.add_argument("--timeout", type=float, default=60, help="seconds per question")
+    scope.add_argument("--memory", type=int, default=4096, help="MiB per question")
+    scope.add_argument("--source", type=Path, default=build.SOURCE,
+                       help="the instructor's notebooks (default: solutions/)")
 
     args = parser.parse_args(argv)
     if args.command == "release":
@@ -83,6 +92,20 @@ def main(argv: list[str] | None = None) -> int:
         from grading.cli import check_command
 
         return check_command(args)
+    elif args.command == "book":
+        from grading.book import main as book_main
+
+        return book_main()
+    elif args.command == "gradescope":
+        from grading import gradescope
+
+        default = build.ROOT / "build" / "gradescope" / args.chapter / "autograder.zip"
+        output = args.output or default
+        try:
+            print(gradescope.bundle(args.chapter, output, args.source, args.timeout, args.memory))
+        except (OSError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     return 0
 
 
