@@ -17,12 +17,13 @@ rotating among at most ``timing.MAX_COPIES`` weight copies that together exceed 
 last-level cache, or, for a weight too small for that, one copy with the cache flushed before
 each timed call. Each point records which (``cache_defeat``: "rotate" or "flush").
 
-Sizes. At each m, every dimension of the preset is divided by a power of two, ``scale``:
-1 unless the device lacks memory for the largest weight's copies and activations (a quarter
-of its memory is the budget). In ``--quick`` mode the scale also grows until the layer's
-largest GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of
-its dtype (each dtype has its own scales): a fast CPU or a GPU times the real prefill shapes,
-a slow laptop scaled ones. Decode-shaped points (small m, where the cost is a weight read)
+Sizes. At each m, both dimensions of each shape are divided by a power of two, its ``scale``:
+1 unless the device lacks memory for that weight's copies and activations (a quarter
+of its memory is the budget). In ``--quick`` mode each shape's scale also grows until its
+GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of its dtype
+(each dtype and each shape has its own scale, so the thin k,v matrix keeps its real size
+where the gate shrinks): a fast CPU or a GPU times the real prefill shapes, a slow laptop
+scaled ones. Decode-shaped points (small m, where the cost is a weight read)
 keep the real sizes; the table and JSON give each point's k and n. ``--scale`` fixes one
 scale for every m.
 
@@ -58,6 +59,8 @@ __all__ = [
     "SweepPoint",
     "layer_shapes",
     "token_counts",
+    "scaled",
+    "scaled_shapes",
     "choose_scales",
     "measure_point",
     "predict",
@@ -179,6 +182,19 @@ def _weight_copies(shape: LinearShape, dtype: str, device: str, copies: int) -> 
     return timing.shifted_copies(weight, copies)
 
 
+def scaled(shape: LinearShape, scale: int) -> LinearShape:
+    """``shape`` with each dimension divided by ``scale`` (at least 1)."""
+    return LinearShape(shape.names, max(1, shape.k // scale), max(1, shape.n // scale))
+
+
+def scaled_shapes(cfg: ModelConfig, scales: int | dict[str, int]) -> list[LinearShape]:
+    """The layer's distinct shapes (``layer_shapes``), each divided by its own scale:
+    ``scales`` is one scale for all, or ``choose_scales``'s {shape label: scale} at one m."""
+    if isinstance(scales, int):
+        return [scaled(s, scales) for s in layer_shapes(cfg)]
+    return [scaled(s, scales[s.label]) for s in layer_shapes(cfg)]
+
+
 def choose_scales(
     cfg: ModelConfig,
     dtypes: Sequence[str],
@@ -186,25 +202,29 @@ def choose_scales(
     ceilings: Ceilings,
     quick: bool,
     seconds: float = QUICK_GEMM_SECONDS,
-) -> dict[int, int]:
-    """For each m, the smallest power-of-two divisor whose shapes fit in a quarter of the
-    device's memory and, in quick mode, whose largest GEMM would take at most ``seconds`` at
-    the measured matmul ceiling of the slowest of ``dtypes`` (see the module docstring)."""
+) -> dict[int, dict[str, int]]:
+    """For each m and each of the layer's shapes, the smallest power-of-two divisor whose
+    weight copies and activations fit in a quarter of the device's memory and, in quick mode,
+    whose GEMM would take at most ``seconds`` at the measured matmul ceiling of the slowest
+    of ``dtypes`` (see the module docstring). Per shape, not per layer: a thin k,v matrix is
+    timed at its real size long after the gate has to shrink, since a tiny GEMM runs far
+    below the ceiling and drags the prefill share down. Returns {m: {shape label: scale}}."""
     if seconds <= 0:
         raise ValueError(f"seconds must be positive, got {seconds}")
-    scales = {}
+    scales: dict[int, dict[str, int]] = {}
     for m in tokens:
-        scale = 1
-        while scale < min(cfg.hidden, cfg.intermediate):
-            shapes = layer_shapes(cfg, scale)
-            need = max(_memory_needed(s, m, d, ceilings.cache_bytes, ceilings.device)
-                       for s in shapes for d in dtypes)  # fmt: skip
-            gemm_s = max(matmul_flops(m, s.k, s.n) / ceilings.peak(d)
-                         for s in shapes for d in dtypes)  # fmt: skip
-            if need <= ceilings.memory_bytes // 4 and not (quick and gemm_s > seconds):
-                break
-            scale *= 2
-        scales[m] = scale
+        scales[m] = {}
+        for full in layer_shapes(cfg):
+            scale = 1
+            while scale < min(full.k, full.n):
+                shape = scaled(full, scale)
+                need = max(_memory_needed(shape, m, d, ceilings.cache_bytes, ceilings.device)
+                           for d in dtypes)  # fmt: skip
+                gemm_s = max(matmul_flops(m, shape.k, shape.n) / ceilings.peak(d) for d in dtypes)
+                if need <= ceilings.memory_bytes // 4 and not (quick and gemm_s > seconds):
+                    break
+                scale *= 2
+            scales[m][full.label] = scale
     return scales
 
 
@@ -355,23 +375,28 @@ def sweep(
     ceilings: Ceilings,
     cfg: ModelConfig,
     dtypes: Sequence[str],
-    scales: dict[int, int],
+    scales: dict[int, int] | dict[int, dict[str, int]],
     quick: bool = True,
     progress: bool = True,
 ) -> list[SweepPoint]:
-    """Measure every (dtype, shape, m), m and its scale taken from ``scales``. A shape's
-    weight copies and each kernel's form of them are made once per scale and reused for
-    every m at that scale: as many as the scale's smallest m (whose working set is the
+    """Measure every (dtype, shape, m), m and the shape's scale taken from ``scales``
+    (``choose_scales``'s {m: {shape label: scale}}, or {m: one scale for every shape}). A
+    shape's weight copies and each kernel's form of them are made once per scale and reused
+    for every m at that scale: as many as the scale's smallest m (whose working set is the
     smallest) rotates among, or one where it flushes instead (``timing.plan_cache_defeat``)."""
     from tqdm.auto import tqdm
 
+    full_shapes = layer_shapes(cfg)
+    by_shape = {s.label: {m: (by_m if isinstance(by_m, int) else by_m[s.label])
+                          for m, by_m in scales.items()} for s in full_shapes}  # fmt: skip
     points: list[SweepPoint] = []
-    total = len(dtypes) * sum(len(layer_shapes(cfg, s)) for s in scales.values())
+    total = len(dtypes) * len(full_shapes) * len(scales)
     with tqdm(total=total, desc="sweep", disable=not progress) as bar:
         for dtype in dtypes:
-            for scale in sorted(set(scales.values())):
-                tokens = [m for m, s in scales.items() if s == scale]
-                for shape in layer_shapes(cfg, scale):
+            for full in full_shapes:
+                for scale in sorted(set(by_shape[full.label].values())):
+                    tokens = [m for m, s in by_shape[full.label].items() if s == scale]
+                    shape = scaled(full, scale)
                     copies = timing.plan_cache_defeat(
                         linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
                     ).copies
@@ -383,7 +408,7 @@ def sweep(
                                                     scale, prepared))  # fmt: skip
                         bar.update()
                     del weights, prepared
-    order = {name: i for i, name in enumerate(s.label for s in layer_shapes(cfg))}
+    order = {name: i for i, name in enumerate(s.label for s in full_shapes)}
     return sorted(points, key=lambda p: (dtypes.index(p.dtype), order.get(p.shape, 0), p.m))
 
 
@@ -630,7 +655,8 @@ def run(
     start = _cpu_seconds()
     ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
     # per dtype: a CPU without bf16 arithmetic must not shrink its fp32 prefill too
-    scales = {dtype: ({m: scale for m in tokens} if scale
+    labels = [s.label for s in layer_shapes(cfg)]
+    scales = {dtype: ({m: dict.fromkeys(labels, scale) for m in tokens} if scale
                       else choose_scales(cfg, [dtype], tokens, ceilings, quick))
               for dtype in dtypes}  # fmt: skip
     streams = [ceilings.bandwidth]  # before, between dtypes, after
@@ -666,7 +692,8 @@ def run(
         "torch_version": ceilings.torch_version,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "model": model,
-        "scales": {dtype: {str(m): s for m, s in by_m.items()} for dtype, by_m in scales.items()},
+        "scales": {dtype: {str(m): by_shape for m, by_shape in by_m.items()}
+                   for dtype, by_m in scales.items()},  # fmt: skip
         "quick": quick,
         "other_processes_cpu_share": others,
         "bandwidth_streams": streams,

@@ -58,6 +58,7 @@ __all__ = [
     "call_seconds",
     "random_tensor",
     "rotating_inputs",
+    "cache_defeat_inputs",
     "shifted_copies",
     "synchronize",
     "time_callable",
@@ -375,13 +376,40 @@ def rotating_inputs(
     make_inputs: Callable[[], tuple[torch.Tensor, ...]],
     cache_bytes: int,
     factor: float = COPIES_FACTOR,
+    max_copies: int = MAX_COPIES,
 ) -> list[tuple[torch.Tensor, ...]]:
     """Distinct input sets from ``make_inputs`` whose total size is at least ``factor`` ×
-    ``cache_bytes`` (chapter 4); ``time_callable`` cycles through them."""
+    ``cache_bytes`` (chapter 4); ``time_callable`` cycles through them. Refuses to make more
+    than ``max_copies``: inputs that small against the cache are flushed instead
+    (``cache_defeat_inputs``)."""
     first = make_inputs()
     bytes_per_set = sum(t.numel() * t.element_size() for t in first)
     copies = copies_to_exceed_cache(bytes_per_set, cache_bytes, factor)
+    if copies > max_copies:
+        raise ValueError(
+            f"{copies} copies of a {bytes_per_set} B input set are needed to exceed {factor}x "
+            f"a {cache_bytes} B cache, more than max_copies={max_copies}: use "
+            "timing.cache_defeat_inputs, which flushes the cache instead")
     return [first] + [make_inputs() for _ in range(copies - 1)]
+
+
+def cache_defeat_inputs(
+    make_inputs: Callable[[], tuple[torch.Tensor, ...]],
+    cache_bytes: int,
+    device: str = "cpu",
+    max_copies: int = MAX_COPIES,
+) -> tuple[list[tuple[torch.Tensor, ...]], torch.Tensor | None, CacheDefeat]:
+    """Input sets and flush buffer for ``time_callable(fn, sets, device, flush=flush)``, by
+    ``plan_cache_defeat``: rotating among copies from ``make_inputs`` when at most
+    ``max_copies`` exceed the cache, else one set with the cache flushed before every timed
+    call. Returns (sets, flush buffer or None, the plan), so memory and set-up time stay
+    bounded whatever the cache's size (chapters 4, 6)."""
+    first = make_inputs()
+    bytes_per_set = sum(t.numel() * t.element_size() for t in first)
+    plan = plan_cache_defeat(bytes_per_set, cache_bytes, max_copies)
+    sets = [first] + [make_inputs() for _ in range(plan.copies - 1)]
+    flush = flush_buffer(device, plan.flush_bytes) if plan.method == "flush" else None
+    return sets, flush, plan
 
 
 def shifted_copies(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
@@ -567,7 +595,12 @@ def cache_sweep_seconds(
 
 def busy_cores(seconds: float = 0.5) -> float | None:
     """Cores' worth of CPU time that *other* processes used over the next ``seconds`` (Linux
-    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing."""
+    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing.
+
+    Why it matters (chapter 5): a parallel GEMM waits for its slowest thread at every barrier,
+    and a thread whose core another process holds waits a scheduler time slice, milliseconds,
+    so a microsecond matmul takes tens of milliseconds. ``timing_threads`` leaves those cores
+    to the other processes."""
 
     def sample() -> tuple[float, float, float]:
         with open("/proc/stat") as f:

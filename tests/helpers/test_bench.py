@@ -51,22 +51,34 @@ def test_token_counts():
 def test_scales_keep_full_sizes_unless_memory_or_a_quick_run_needs_less():
     cfg = models.get("Qwen2.5-7B")
     tokens = bench.token_counts()
-    assert set(bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=False).values()) == {1}
+    labels = {s.label for s in bench.layer_shapes(cfg)}
+    slow = bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=False)
+    assert {s for by_shape in slow.values() for s in by_shape.values()} == {1}
 
-    def gemm_seconds(m, scale, dtype, ceilings=FAKE):
-        return max(bench.matmul_flops(m, s.k, s.n) / ceilings.peak(dtype)
-                   for s in bench.layer_shapes(cfg, scale))  # fmt: skip
+    def gemm_seconds(m, shape, dtype="fp32", ceilings=FAKE):
+        return bench.matmul_flops(m, shape.k, shape.n) / ceilings.peak(dtype)
 
     quick = bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=True)
-    assert quick[1] == 1  # decode-shaped GEMMs keep the real sizes
-    assert list(quick.values()) == sorted(quick.values())  # only the prefill end shrinks
-    for m, scale in quick.items():
-        assert gemm_seconds(m, scale, "fp32") <= bench.QUICK_GEMM_SECONDS
-        if scale > 1:  # the largest size within the time budget
-            assert gemm_seconds(m, scale // 2, "fp32") > bench.QUICK_GEMM_SECONDS
+    assert all(set(by_shape) == labels for by_shape in quick.values())
+    assert set(quick[1].values()) == {1}  # decode-shaped GEMMs keep the real sizes
+    for full in bench.layer_shapes(cfg):
+        per_m = [quick[m][full.label] for m in tokens]
+        assert per_m == sorted(per_m)  # only the prefill end shrinks
+        for m in tokens:
+            scale = quick[m][full.label]
+            assert gemm_seconds(m, bench.scaled(full, scale)) <= bench.QUICK_GEMM_SECONDS
+            if scale > 1:  # the largest size within the time budget, for this shape
+                assert gemm_seconds(m, bench.scaled(full, scale // 2)) > bench.QUICK_GEMM_SECONDS
+    # each shape its own scale: the thin k,v matrix (1/37 of the gate's FLOPs) keeps a
+    # larger size than the gate at the prefill end instead of sharing the gate's divisor
+    assert quick[4096]["k,v"] < quick[4096]["gate,up"]
+    kv = bench.scaled(next(s for s in bench.layer_shapes(cfg) if s.label == "k,v"),
+                      quick[4096]["k,v"])
+    assert {s.label: (s.k, s.n) for s in bench.scaled_shapes(cfg, quick[4096])}["k,v"] == (
+        kv.k, kv.n)
     # a device 1000x faster (a GPU) times the real prefill shapes
     fast = replace(FAKE, matmul_flops={"fp32": 1e14, "bf16": 4e14})
-    assert bench.choose_scales(cfg, ["fp32"], tokens, fast, quick=True)[4096] == 1
+    assert set(bench.choose_scales(cfg, ["fp32"], tokens, fast, quick=True)[4096].values()) == {1}
     # the slowest dtype decides: bf16 at 4x fp32's ceiling allows no larger a scale than fp32
     both = bench.choose_scales(cfg, ["fp32", "bf16"], tokens, FAKE, quick=True)
     assert both == quick
@@ -74,9 +86,12 @@ def test_scales_keep_full_sizes_unless_memory_or_a_quick_run_needs_less():
         bench.choose_scales(cfg, ["fp32"], tokens, FAKE, quick=True, seconds=0)
 
     small = replace(FAKE, memory_bytes=2**30)  # 256 MiB budget: full-size gate does not fit
-    scale = bench.choose_scales(cfg, ["fp32"], [4096], small, quick=False)[4096]
+    by_shape = bench.choose_scales(cfg, ["fp32"], [4096], small, quick=False)[4096]
+    scale = by_shape["gate,up"]
     assert scale > 1 and scale & (scale - 1) == 0
-    biggest = max(bench.layer_shapes(cfg, scale), key=lambda s: s.k * s.n)
+    assert by_shape["k,v"] < scale  # the smaller weight fits at a larger size
+    biggest = bench.scaled(next(s for s in bench.layer_shapes(cfg) if s.label == "gate,up"),
+                           scale)
     assert bench._memory_needed(biggest, 4096, "fp32", small.cache_bytes, "cpu") <= 2**30 // 4
     # a CPU holds each weight copy in three forms (plain, oneDNN, packed), a GPU in one
     cpu, gpu = (bench._memory_needed(biggest, 1, "fp32", 2**25, device)
@@ -224,7 +239,8 @@ def _run_cli(tmp_path, llc, *args):
 def _check_results(data, result, tmp_path, tokens, scale):
     assert data["ceilings"]["label"] == "measured"
     assert data["device"] == "cpu" and data["torch_version"] == torch.__version__
-    assert data["scales"] == {"fp32": {str(m): scale for m in tokens}}
+    labels = {"q,o", "k,v", "gate,up", "down"}
+    assert data["scales"] == {"fp32": {str(m): dict.fromkeys(labels, scale) for m in tokens}}
     assert data["tokens"] == tokens
     assert len(data["points"]) == 4 * len(tokens)  # 4 distinct shapes
     for p in data["points"]:
@@ -239,7 +255,9 @@ def _check_results(data, result, tmp_path, tokens, scale):
     # the ceiling is the best stream or point of the run, and no point is above it
     rates = data["bandwidth_streams"] + [p["achieved_bandwidth"] for p in data["points"]]
     assert ceilings["bandwidth"] == max(rates) > 0
-    assert bench.points_above_roofline(data, tolerance=0.0) == []
+    # 1e-9: the point that set the bandwidth ceiling sits exactly on its roof, and
+    # intensity × bandwidth rounds 1 ulp either side of its achieved FLOP/s
+    assert bench.points_above_roofline(data, tolerance=1e-9) == []
     for p in data["points"]:  # predicted from the final ceilings
         memory_s = p["bytes"] / ceilings["bandwidth"]
         compute_s = p["flops"] / ceilings["matmul_flops"]["fp32"]

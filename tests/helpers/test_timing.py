@@ -113,6 +113,29 @@ def test_rotation_makes_distinct_buffers_exceeding_the_real_llc():
     assert not torch.equal(sets[0][0], sets[-1][0])  # different values, not one copy
 
 
+def test_rotation_refuses_more_copies_than_the_bound():
+    """A 4 KiB input against a 64 MiB cache would need 32768 copies: refused, by name."""
+    with pytest.raises(ValueError, match="max_copies=32.*cache_defeat_inputs"):
+        timing.rotating_inputs(
+            lambda: (timing.random_tensor((1024,), torch.float32, "cpu"),), 64 * 2**20)
+
+
+def test_cache_defeat_inputs_rotate_large_inputs_and_flush_small_ones():
+    def make():
+        return (timing.random_tensor((256, 1024), torch.float32, "cpu"),)  # 1 MiB
+
+    sets, flush, plan = timing.cache_defeat_inputs(make, 4 * 2**20, "cpu")
+    assert (plan.method, plan.copies, flush) == ("rotate", 8, None)
+    assert len(sets) == 8 and len({s[0].data_ptr() for s in sets}) == 8
+    assert not torch.equal(sets[0][0], sets[-1][0])
+    sets, flush, plan = timing.cache_defeat_inputs(make, 64 * 2**20, "cpu")  # 128 copies
+    assert (plan.method, plan.copies, len(sets)) == ("flush", 1, 1)
+    assert flush.numel() * flush.element_size() >= 2 * 64 * 2**20
+    t = timing.time_callable(torch.sum, sets, "cpu", warmup=1, min_run_time=0.01,
+                             max_run_time=0.05, flush=flush)  # fmt: skip
+    assert t.median_s > 0
+
+
 def test_sleep_of_known_length_times_near_it():
     t = timing.time_callable(lambda: time.sleep(0.02), [()], min_run_time=0.1, max_run_time=0.5)
     assert 0.02 <= t.median_s < 0.035
