@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 JOBS ?= $(shell nproc)
 
-.PHONY: env lab test lint release check-release outputs bench gpu-reference grade system-packages clean
+.PHONY: env lab test lint release check-release outputs bench gpu-reference grade system-packages book clean
 
 env: $(STAMP)
 
@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Debian packages the tests need: bubblewrap isolates graded submissions; Chromium runs the
-# browser tests (Playwright drives it). Installed when we are root with apt, else reported.
-DEBIAN_PACKAGES := bwrap:bubblewrap chromium:chromium
+# browser tests (Playwright drives it); npm fetches MathJax for `make book`. Installed when we are root with apt, else reported.
+DEBIAN_PACKAGES := bwrap:bubblewrap chromium:chromium npm:npm
 system-packages:
 	@for pair in $(DEBIAN_PACKAGES); do \
 	  command -v $${pair%%:*} >/dev/null && continue; \
@@ -59,6 +59,10 @@ outputs: env
 test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile tests
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --nbval solutions
+
+# The chapters as a static HTML site in build/book/ (MathJax comes from the npm registry).
+book: env
+	$(PY) -m grading book
 
 bench: env
 	$(PY) -m helpers.bench $(BENCH_ARGS)

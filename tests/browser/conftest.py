@@ -1,0 +1,131 @@
+"""Shared browser fixtures: Debian's Chromium through Playwright, a JupyterLab server on
+loopback with a token, console-error capture, and screenshots kept as artifacts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+
+# Console errors that say nothing about this project, each with why it is harmless.
+HARMLESS = [
+    # Chromium asks every page for /favicon.ico; neither the book nor JupyterLab's
+    # API pages serve one at that path.
+    re.compile(r"favicon\.ico"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_lab(folder: Path, extra: list[str] = (), env: dict | None = None):
+    """Start JupyterLab on loopback over ``folder``; return (process, base url, token)."""
+    port, token = free_port(), "browser-test"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+         "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+         f"--notebook-dir={folder}", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=env,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+            return server, base, token
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                os.killpg(server.pid, signal.SIGTERM)
+                raise AssertionError("JupyterLab did not start") from None
+            time.sleep(0.5)
+
+
+def stop_lab(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def lab_server():
+    """``lab_server(folder, extra_args, env)`` starts JupyterLab, returns (base, token);
+    every server it started stops when the session ends."""
+    servers = []
+
+    def start(folder: Path, extra: list[str] = (), env: dict | None = None):
+        server, base, token = start_lab(folder, extra, env)
+        servers.append(server)
+        return base, token
+
+    yield start
+    for server in servers:
+        stop_lab(server)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM, "Chromium is not installed (make test installs Debian's chromium)"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        yield chromium
+        chromium.close()
+
+
+class Console:
+    """Every console error and uncaught exception a page reports, less the harmless."""
+
+    def __init__(self, page):
+        self.errors: list[str] = []
+        page.on("console", lambda msg: msg.type == "error" and self._add(msg.text, msg.location))
+        page.on("pageerror", lambda error: self._add(f"uncaught: {error}", {}))
+
+    def _add(self, text: str, location: dict) -> None:
+        where = location.get("url", "") if location else ""
+        if not any(rule.search(f"{text} {where}") for rule in HARMLESS):
+            self.errors.append(f"{text} ({where})" if where else text)
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page whose console errors are collected; ``page.console.errors``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.console = Console(page)
+    yield page
+    page.close()
+
+
+def save_screenshot(page, name: str, full_page: bool = False) -> Path:
+    """Save a screenshot under test-artifacts/browser/ (CI keeps the folder)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+@pytest.fixture
+def screenshot():
+    """``screenshot(page, name)`` saves test-artifacts/browser/<name>.png."""
+    return save_screenshot
