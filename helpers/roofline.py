@@ -173,6 +173,21 @@ def decode_split(
     }
 
 
+def _first_batch(compute_bound, max_batch: int) -> int | None:
+    """The smallest B in 1 … max_batch for which ``compute_bound(B)`` holds, or None.
+    Intensity grows with B, so the answers run False then True: bisect for the switch."""
+    if not compute_bound(max_batch):
+        return None
+    low, high = 1, max_batch
+    while low < high:
+        middle = (low + high) // 2
+        if compute_bound(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def critical_batch_aggregate(
     cfg: ModelConfig, hw: HardwareSpec, context: int, dtype: str = "bf16"
 ) -> int | None:
@@ -202,16 +217,7 @@ def critical_batch_split(
     def compute_bound(batch: int) -> bool:  # the weights' part does not depend on context
         return decode_split(cfg, hw, batch, 1, dtype)["weights"].bound == "compute"
 
-    if not compute_bound(max_batch):
-        return None
-    low, high = 1, max_batch  # intensity grows with B: bisect for the first B at the ridge
-    while low < high:
-        middle = (low + high) // 2
-        if compute_bound(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
+    return _first_batch(compute_bound, max_batch)
 
 
 # Chapter 5: the roofline with a device's measured ceilings.
@@ -274,13 +280,4 @@ def critical_batch_weight_only(
         split = decode_split_weight_only(cfg, hw, batch, 1, weight_dtype, activation_dtype)
         return split["weights"].bound == "compute"
 
-    if not compute_bound(max_batch):
-        return None
-    low, high = 1, max_batch
-    while low < high:
-        middle = (low + high) // 2
-        if compute_bound(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
+    return _first_batch(compute_bound, max_batch)
