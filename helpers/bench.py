@@ -17,8 +17,9 @@ rotating among at most ``timing.MAX_COPIES`` weight copies that together exceed 
 last-level cache, or, for a weight too small for that, one copy with the cache flushed before
 each timed call. Each point records which (``cache_defeat``: "rotate" or "flush").
 
-Sizes. At each m, both dimensions of each shape are divided by a power of two, its ``scale``:
-1 unless the device lacks memory for that weight's copies and activations (a quarter
+Sizes. At each m, each shape's weight is divided by the square of a power of two, its
+``scale``: k and n each by ``scale``, but k no lower than ``MIN_SCALED_K`` (``scaled``), and
+the scale is 1 unless the device lacks memory for that weight's copies and activations (a quarter
 of its memory is the budget). In ``--quick`` mode each shape's scale also grows until its
 GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of its dtype
 (each dtype and each shape has its own scale, so the thin k,v matrix keeps its real size
@@ -84,6 +85,9 @@ MAX_TOKENS = 4096
 QUICK_GEMM_SECONDS = 0.05
 """In quick mode, the longest a point's largest GEMM may take at the measured ceiling."""
 PREFILL_MIN_TOKENS = 1024
+MIN_SCALED_K = 896
+MIN_SCALED_N = 64
+"""A scaled shape keeps k up to ``MIN_SCALED_K`` while n stays at least ``MIN_SCALED_N``."""
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
 PAIRS = 60
@@ -144,13 +148,13 @@ class SweepPoint:
 
 
 def layer_shapes(cfg: ModelConfig, scale: int = 1) -> list[LinearShape]:
-    """The distinct (in, out) shapes of a layer's linear maps, each dimension divided by
-    ``scale``; maps sharing a shape (q and o, k and v, gate and up) are grouped."""
+    """The distinct (in, out) shapes of a layer's linear maps, each ``scaled`` by ``scale``;
+    maps sharing a shape (q and o, k and v, gate and up) are grouped."""
     grouped: dict[tuple[int, int], list[str]] = {}
     for name, (k, n) in cfg.linear_shapes().items():
         if name in LAYER_OPS:
-            grouped.setdefault((max(1, k // scale), max(1, n // scale)), []).append(name)
-    return [LinearShape(tuple(names), k, n) for (k, n), names in grouped.items()]
+            grouped.setdefault((k, n), []).append(name)
+    return [scaled(LinearShape(tuple(names), k, n), scale) for (k, n), names in grouped.items()]
 
 
 def token_counts(max_tokens: int = MAX_TOKENS) -> list[int]:
@@ -183,8 +187,23 @@ def _weight_copies(shape: LinearShape, dtype: str, device: str, copies: int) -> 
 
 
 def scaled(shape: LinearShape, scale: int) -> LinearShape:
-    """``shape`` with each dimension divided by ``scale`` (at least 1)."""
-    return LinearShape(shape.names, max(1, shape.k // scale), max(1, shape.n // scale))
+    """``shape`` with its weight divided by ``scale``²: k and n each by ``scale``, except
+    that k, the length of the sum behind every output element, is cut no lower than
+    ``MIN_SCALED_K`` (or its real size) as long as n can give up what k keeps and stay at
+    least ``MIN_SCALED_N`` (a thinner output is a different, memory-bound shape). The FLOPs at
+    every m fall by ``scale``² either way. A short sum leaves a CPU's vector units idle
+    between loads and stores: on the 2-core EPYC this book was written on (AVX2, no native
+    bf16; torch 2.13, December 2026), the gate at m = 4096 with k = 112 ran at under half the
+    bf16 rate of the same FLOPs with k = 896, and so would sit far below the matmul ceiling
+    for a reason real prefill shapes (k ≥ 3584) never meet."""
+    if scale < 1:
+        raise ValueError(f"scale must be at least 1, got {scale}")
+    k_div = scale
+    while (k_div > 1 and shape.k // k_div < min(shape.k, MIN_SCALED_K)
+           and shape.n // (scale * scale // (k_div // 2)) >= min(shape.n, MIN_SCALED_N)):
+        k_div //= 2
+    n_div = scale * scale // k_div
+    return LinearShape(shape.names, max(1, shape.k // k_div), max(1, shape.n // n_div))
 
 
 def scaled_shapes(cfg: ModelConfig, scales: int | dict[str, int]) -> list[LinearShape]:

@@ -33,10 +33,27 @@ def test_qwen_7b_layer_shapes_group_identical_matmuls():
     assert sum(s.count for s in shapes) == 7
 
 
-def test_scaled_shapes_divide_every_dimension():
-    got = {s.label: (s.k, s.n) for s in bench.layer_shapes(models.get("Qwen2.5-7B"), 8)}
-    assert got == {"q,o": (448, 448), "k,v": (448, 64), "gate,up": (448, 2368),
+def test_scaled_shapes_divide_the_weight_keeping_k_long():
+    """Scale s divides each weight by s²: k and n by s each while k stays at MIN_SCALED_K
+    or more; below that, n gives up what k keeps, as long as n stays MIN_SCALED_N or more."""
+    qwen = models.get("Qwen2.5-7B")
+    assert (bench.MIN_SCALED_K, bench.MIN_SCALED_N) == (896, 64)
+    got = {s.label: (s.k, s.n) for s in bench.layer_shapes(qwen, 4)}
+    assert got == {"q,o": (896, 896), "k,v": (896, 128), "gate,up": (896, 4736),
+                   "down": (4736, 896)}  # fmt: skip
+    got = {s.label: (s.k, s.n) for s in bench.layer_shapes(qwen, 8)}
+    # q,o and gate,up keep k = 896 (n ÷ 16); k,v keeps n = 64 (plain ÷ 8); down's k is long
+    assert got == {"q,o": (896, 224), "k,v": (448, 64), "gate,up": (896, 1184),
                    "down": (2368, 448)}  # fmt: skip
+    got = {s.label: (s.k, s.n) for s in bench.layer_shapes(qwen, 32)}
+    assert got == {"q,o": (112, 112), "k,v": (112, 16), "gate,up": (896, 74),
+                   "down": (592, 112)}  # fmt: skip
+    for scale in (1, 2, 4, 8, 16, 32):
+        for full, small in zip(bench.layer_shapes(qwen), bench.layer_shapes(qwen, scale),
+                               strict=True):  # fmt: skip
+            assert full.k * full.n == small.k * small.n * scale**2
+    with pytest.raises(ValueError, match="scale must be at least 1"):
+        bench.scaled(bench.layer_shapes(qwen)[0], 0)
 
 
 def test_token_counts():
