@@ -1,0 +1,175 @@
+"""Chapter 9: the hidden tests reject plausible wrong answers to every exercise.
+
+Each mutant is a whole answer cell, a realistic mistake (plus one that hard-codes the visible
+answers); it must run without crashing and be rejected by the checkers. The design problem's
+hidden tests draw their scenarios at grading time, so each of its mutants is a strategy that
+fails in at least one of the scenario families they always draw.
+"""
+
+CHAPTER = "09_capstone"
+
+_SPEC = '''
+def spec_tpot(target, draft, hw, batch, context, alpha, gamma, dtype="bf16"):
+    target_steps = RooflineSteps(target, hw, dtype)
+    draft_steps = RooflineSteps(draft, hw, dtype)
+    drafting = {drafting}
+    verify = {verify}
+    return float((drafting + verify) / {tokens})
+'''
+
+_SPEC_RIGHT = {
+    "drafting": "gamma * draft_steps(Step((), batch, batch * context, batch))",
+    "verify": "target_steps(Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))",
+    "tokens": "latency.spec_expected_tokens(alpha, gamma)",
+}
+
+
+def _spec(**wrong):
+    return _SPEC.format(**(_SPEC_RIGHT | wrong))
+
+
+_BATCH = '''
+def max_batch_under_tpot(cfg, hw, context, tpot_slo, dtype="bf16"):
+    cap = {cap}
+
+    def step(batch):
+        return {step}
+
+    best = 0
+    low, high = 1, cap
+    while low <= high:
+        middle = (low + high) // 2
+        if step(middle) <= tpot_slo:
+            best, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return int({result})
+'''
+
+_BATCH_RIGHT = {
+    "cap": "memory.max_concurrent_sequences(cfg, hw.memory_bytes, context, dtype)",
+    "step": "latency.decode_step_time(cfg, hw, batch, context, dtype)",
+    "result": "best",
+}
+
+
+def _batch(**wrong):
+    return _BATCH.format(**(_BATCH_RIGHT | wrong))
+
+
+_SPEEDUPS = '''
+def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
+    chips = {{
+        "flops": dataclasses.replace(hw, peak_flops={peaks}),
+        "bandwidth": dataclasses.replace(hw, bandwidth=hw.bandwidth * factor),
+    }}
+
+    def prefill(chip):
+        return latency.prefill_time(cfg, chip, prompt_tokens, dtype=dtype).seconds
+
+    def decode(chip):
+        return {decode}
+
+    return {{phase: {{name: float({ratio}) for name, chip in chips.items()}}
+            for phase, time in (("prefill", prefill), ("decode", decode))}}
+'''
+
+_SPEEDUPS_RIGHT = {
+    "peaks": "{name: peak * factor for name, peak in hw.peak_flops.items()}",
+    "decode": "latency.decode_step_time(cfg, chip, batch, context, dtype)",
+    "ratio": "time(hw) / time(chip)",
+}
+
+
+def _speedups(**wrong):
+    return _SPEEDUPS.format(**(_SPEEDUPS_RIGHT | wrong))
+
+
+def _fixed(max_batch, token_budget, disaggregate):
+    return f'''
+def choose_config(scenario):
+    return {{"max_batch": {max_batch}, "token_budget": {token_budget},
+            "disaggregate": {disaggregate}}}
+'''
+
+
+MUTANTS = {
+    "ch09_spec_tpot": {
+        "the verifying pass costed as one decode step (chapter 8's assumption)": _spec(
+            verify="target_steps(Step((), batch, batch * context, batch))"),
+        "the draft costs nothing": _spec(drafting="0.0"),
+        "every draft accepted: gamma + 1 tokens a pass": _spec(tokens="(gamma + 1)"),
+        "one draft step for the whole server, not per sequence": _spec(
+            drafting="gamma * draft_steps(Step((), 1, context, 1))"),
+        "logits for the last position only": _spec(
+            verify="target_steps(Step(((gamma + 1, context),) * batch, 0, 0, batch))"),
+        "the batch verified as one long chunk": _spec(
+            verify="target_steps(Step((((gamma + 1) * batch, batch * context),), 0, 0, "
+                   "batch * (gamma + 1)))"),
+        "hard-codes the visible answers": '''
+def spec_tpot(target, draft, hw, batch, context, alpha, gamma, dtype="bf16"):
+    if gamma == 0:
+        return float(RooflineSteps(target, hw)(Step((), 8, 8 * 2048, 8)))
+    d = RooflineSteps(draft, hw)(Step((), 1, 1024, 1))
+    v = RooflineSteps(target, hw)(Step(((5, 1024),), 0, 0, 5))
+    return float((4 * d + v) / 3.3616)
+''',
+    },
+    "ch09_max_batch_under_tpot": {
+        "no memory cap: the TPOT SLO alone": _batch(cap="1 << 16"),
+        "the memory cap alone: every batch that fits": _batch(step="0.0"),
+        "the weight matmuls only: attention left out": _batch(
+            step="roofline.decode_split(cfg, hw, batch, context, dtype)['weights'].seconds"),
+        "one roofline over the whole step (the aggregate model)": _batch(
+            step="roofline.roofline_time(flops.forward_flops(cfg, 1, context=context, "
+                 "batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
+                 "context=context, batch=batch, dtype=dtype, logits='last').values()), hw, "
+                 "dtype).seconds"),
+        "off by one: the first batch that breaks the SLO": _batch(
+            result="best + 1 if 0 < best < cap else best"),
+        "bf16 whatever the dtype": _batch(
+            cap="memory.max_concurrent_sequences(cfg, hw.memory_bytes, context)",
+            step="latency.decode_step_time(cfg, hw, batch, context)"),
+        "hard-codes the visible answers": '''
+def max_batch_under_tpot(cfg, hw, context, tpot_slo, dtype="bf16"):
+    return 130 if tpot_slo >= 1.0 else 34
+''',
+    },
+    "ch09_phase_speedups": {
+        "the speedups inverted: new time over old": _speedups(ratio="time(chip) / time(hw)"),
+        "only the bf16 peak made faster": _speedups(
+            peaks="{**hw.peak_flops, 'bf16': hw.peak_flops['bf16'] * factor}"),
+        "decode at batch 1, whatever the batch": _speedups(
+            decode="latency.decode_step_time(cfg, chip, 1, context, dtype)"),
+        "decode as one roofline over the whole step": _speedups(
+            decode="roofline.roofline_time(flops.forward_flops(cfg, 1, context=context, "
+                   "batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
+                   "context=context, batch=batch, dtype=dtype, logits='last').values()), chip, "
+                   "dtype).seconds"),
+        "the interview answer: prefill gains only from FLOPs, decode only from bandwidth": '''
+def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
+    return {"prefill": {"flops": float(factor), "bandwidth": 1.0},
+            "decode": {"flops": 1.0, "bandwidth": float(factor)}}
+''',
+        "hard-codes the visible answers": '''
+def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
+    fast = dataclasses.replace(hw, peak_flops={k: 2 * v for k, v in hw.peak_flops.items()})
+    wide = dataclasses.replace(hw, bandwidth=2 * hw.bandwidth)
+    pre = latency.prefill_time(cfg, hw, 4096).seconds
+    dec = latency.decode_step_time(cfg, hw, 1, 4096)
+    return {"prefill": {"flops": pre / latency.prefill_time(cfg, fast, 4096).seconds,
+                        "bandwidth": pre / latency.prefill_time(cfg, wide, 4096).seconds},
+            "decode": {"flops": dec / latency.decode_step_time(cfg, fast, 1, 4096),
+                       "bandwidth": dec / latency.decode_step_time(cfg, wide, 1, 4096)}}
+''',
+    },
+    "ch09_choose_config": {
+        "the biggest batch, whole prompts, colocated": _fixed(256, None, False),
+        "whole prompts at a moderate batch": _fixed(64, None, False),
+        "always disaggregate": _fixed(256, None, True),
+        "a small batch cap with chunks": _fixed(16, 512, False),
+        "large chunks at a large batch": _fixed(256, 2048, False),
+        "hard-codes the visible answers": _fixed(64, None, True),
+        "the configuration best on average, always": _fixed(64, 512, False),
+    },
+}
