@@ -5,6 +5,10 @@ Each checker compares the *type* first, strictly (a plain ``int`` is not a ``boo
 ``AssertionError`` with "yours vs expected" so a learner sees what went wrong. An object
 whose ``__eq__`` claims to equal everything fails the type check before ``==`` is ever
 called; values are compared with the builtin types' own methods, never the answer's.
+
+``FakeDevice`` is a made-up asynchronous device with its own clock, for test cells that grade a
+timing loop deterministically (chapter 4): nothing on it is measured, so the same loop gives
+the same numbers on every machine.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_tensor"]
+__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_tensor", "FakeDevice"]
 
 
 def _name(value: Any) -> str:
@@ -105,3 +109,83 @@ def check_tensor(
             "values",
             f"largest difference {worst:.3g}, rtol {rtol:g}, atol {atol:g}",
         )
+
+
+class FakeDevice:
+    """A made-up asynchronous accelerator with a host clock, for grading a timing loop
+    (chapter 4). Every time is fake seconds, advanced only by these rules, so a loop's result
+    depends on the order of its calls and on nothing else:
+
+    - ``kernel(*tensors)`` launches work: the host spends ``launch_s`` and returns at once
+      (as a CUDA launch does); the device runs launched work in order, each kernel after the
+      one before it. A kernel reads each input tensor: at ``memory_bandwidth`` B/s, or at
+      ``cache_bandwidth`` if the tensor is still in the device's least-recently-used cache
+      of ``cache_bytes`` (whole tensors, inserted when read), and the first read of a tensor
+      ever costs ``first_touch_s_per_byte`` on top (its pages faulted in). The very first
+      launch costs ``first_call_s`` more (library loading, kernel selection), and every
+      ``hiccup_every``-th launch ``hiccup_s`` more (another process got the device).
+    - ``synchronize(device)``: the host waits until all launched work is done.
+    - ``clock()``: the host's time now; each read costs ``clock_s``.
+
+    ``launches`` counts the kernels launched. Tensors are told apart by identity, so pass the
+    same tensor objects to mean the same memory. A fresh ``FakeDevice`` per measurement: its
+    state (clock, queue, cache) carries over between calls, as a real device's does.
+    """
+
+    def __init__(
+        self,
+        *,
+        memory_bandwidth: float = 1e10,
+        cache_bandwidth: float = 4e10,
+        cache_bytes: int = 1 << 20,
+        first_touch_s_per_byte: float = 1e-9,
+        first_call_s: float = 0.02,
+        launch_s: float = 5e-6,
+        clock_s: float = 1e-7,
+        hiccup_every: int = 7,
+        hiccup_s: float = 5e-5,
+    ) -> None:
+        from collections import OrderedDict
+
+        self.memory_bandwidth, self.cache_bandwidth = memory_bandwidth, cache_bandwidth
+        self.cache_bytes, self.first_touch_s_per_byte = cache_bytes, first_touch_s_per_byte
+        self.first_call_s, self.launch_s, self.clock_s = first_call_s, launch_s, clock_s
+        self.hiccup_every, self.hiccup_s = hiccup_every, hiccup_s
+        self.now = 0.0  # the host's time
+        self.busy_until = 0.0  # when the device finishes the work launched so far
+        self.launches = 0
+        self._cache: OrderedDict[int, int] = OrderedDict()  # id -> bytes, oldest first
+        self._seen: dict[int, Any] = {}  # id -> tensor: every tensor read (keeps ids unique)
+
+    def clock(self) -> float:
+        """The host's clock: fake seconds since this device was made."""
+        self.now += self.clock_s
+        return self.now
+
+    def synchronize(self, device: Any = None) -> None:
+        """Wait (on the host) until every launched kernel has finished."""
+        self.now = max(self.now, self.busy_until)
+
+    def kernel(self, *tensors: Any) -> None:
+        """Launch a kernel that reads ``tensors`` (torch tensors); returns before it runs."""
+        self.now += self.launch_s
+        work = self.first_call_s if self.launches == 0 else 0.0
+        self.launches += 1
+        if self.hiccup_every and self.launches % self.hiccup_every == 0:
+            work += self.hiccup_s
+        for tensor in tensors:
+            key, nbytes = id(tensor), tensor.numel() * tensor.element_size()
+            if key not in self._seen:
+                self._seen[key] = tensor
+                work += nbytes * self.first_touch_s_per_byte
+            if key in self._cache:
+                work += nbytes / self.cache_bandwidth
+                self._cache.move_to_end(key)
+            else:
+                work += nbytes / self.memory_bandwidth
+                self._cache[key] = nbytes
+                while sum(self._cache.values()) > self.cache_bytes and len(self._cache) > 1:
+                    self._cache.popitem(last=False)
+                if sum(self._cache.values()) > self.cache_bytes:
+                    self._cache.clear()  # a tensor larger than the cache does not stay in it
+        self.busy_until = max(self.now, self.busy_until) + work

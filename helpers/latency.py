@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from helpers._validate import positive_int
-from helpers.flops import forward_flops
+from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
-from helpers.memory import forward_bytes
+from helpers.memory import forward_bytes, linear_bytes
 from helpers.models import ModelConfig
 from helpers.roofline import RooflineTime, decode_split, roofline_time
 
@@ -311,3 +311,27 @@ def measured_knee(step_seconds: Mapping[int, float]) -> float:
         raise ValueError("the sweep needs batch 1: the knee is read against it")
     largest = batches[-1]
     return step_seconds[1] * largest / step_seconds[largest]
+
+
+# Chapter 4: a matmul's timing held against the measured roofline.
+__all__ += ["roofline_verdict"]
+
+
+def roofline_verdict(
+    m: int, k: int, n: int, dtype: str, seconds: float, peak: float, bandwidth: float,
+    tolerance: float = 0.1,
+) -> str:  # fmt: skip
+    """Whether a timing of [m×k]·[k×n] in ``dtype`` is possible on a device whose measured
+    ceilings are ``peak`` FLOP/s and ``bandwidth`` B/s (chapter 4): ``"compute"`` if its
+    achieved FLOP/s beat the matmul ceiling by more than ``tolerance`` (the ceiling was
+    measured on cache-resident inputs, so no cache explains it: the clock stopped before the
+    work did), else ``"memory"`` if its achieved B/s (both inputs and the output once) beat
+    the bandwidth by more than ``tolerance`` (the cache served the bytes, or the clock again),
+    else ``"ok"``."""
+    if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
+        raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
+    if matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+        return "compute"
+    if linear_bytes(m, k, n, dtype) / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    return "ok"

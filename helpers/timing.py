@@ -61,6 +61,7 @@ __all__ = [
     "cache_defeat_inputs",
     "shifted_copies",
     "synchronize",
+    "time_blocks",
     "time_callable",
     "time_rotating",
     "cache_sweep_seconds",
@@ -421,6 +422,43 @@ def shifted_copies(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
         raise ValueError(f"count must be at least 1, got {count}")
     flat = tensor.reshape(-1)
     return [tensor] + [flat.roll(shift).view_as(tensor) for shift in range(1, count)]
+
+
+def time_blocks(
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: str = "cpu",
+    warmup: int = 1,
+    blocks: int = 5,
+    number: int = 10,
+    clock: Callable[[], float] = time.perf_counter,
+    synchronize: Callable[[str], None] = synchronize,
+) -> tuple[float, float, list[float]]:
+    """The timing loop, written out (chapter 4's exercise): ``(median, iqr, samples)`` of the
+    seconds per call of ``fn(*inputs)``, ``inputs`` cycling through ``input_sets``.
+
+    ``warmup`` untimed rounds over every input set (each set is read once before any timed
+    call, so none pays a first touch), then ``blocks`` blocks of ``number`` back-to-back calls
+    that continue the cycle; the device is synchronized before each clock read, so a block's
+    time holds all of its work and none of the work before it. A sample is a block's time
+    over ``number``; median and IQR are ``median_and_iqr``'s. ``clock`` and ``synchronize``
+    are parameters so that a test can pass a fake device's (``helpers.checks.FakeDevice``);
+    ``time_callable`` is the same loop with adaptive block sizes and run times."""
+    if not input_sets or blocks < 1 or number < 1 or warmup < 0:
+        raise ValueError("need input sets, blocks >= 1, number >= 1 and warmup >= 0")
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = median_and_iqr(samples)
+    return median, iqr, samples
 
 
 def time_callable(

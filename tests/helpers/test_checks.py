@@ -53,3 +53,76 @@ def test_right_answers_pass():
 def test_wrong_answers_fail_with_yours_vs_expected(call, message):
     with pytest.raises(AssertionError, match=message):
         call()
+
+
+# --- FakeDevice: the made-up asynchronous device chapter 4's timing loop is graded on -------
+
+from helpers import timing  # noqa: E402
+from helpers.checks import FakeDevice  # noqa: E402
+
+KIB = 256  # fp32 elements in a KiB
+
+
+def fake_run(loop, copies, kib=256, device_options=None, **options):
+    device = FakeDevice(**({"cache_bytes": 2**20} | (device_options or {})))
+    sets = [(torch.empty(kib * KIB),) for _ in range(copies)]
+    return loop(device.kernel, sets, "fake", clock=device.clock,
+                synchronize=device.synchronize, **options)  # fmt: skip
+
+
+def test_fake_device_launches_return_at_once_and_synchronize_waits():
+    device = FakeDevice(first_call_s=0.0, hiccup_every=0, launch_s=1e-6, clock_s=0.0)
+    x = torch.empty(1024 * KIB)  # 1 MiB: 1e-4 s at 10 GB/s, plus its first touch
+    start = device.clock()
+    device.kernel(x)
+    assert device.clock() - start == pytest.approx(1e-6)  # the launch only
+    device.synchronize("fake")
+    assert device.clock() - start == pytest.approx(1e-6 + 2**20 / 1e10 + 2**20 * 1e-9)
+    assert device.launches == 1
+
+
+def test_fake_device_cache_is_least_recently_used():
+    device = FakeDevice(first_call_s=0.0, hiccup_every=0, launch_s=0.0, clock_s=0.0,
+                        first_touch_s_per_byte=0.0, cache_bytes=2 * 2**20)  # fmt: skip
+    tensors = [torch.empty(1024 * KIB) for _ in range(3)]  # 1 MiB each, the cache holds two
+
+    def seconds(tensor):
+        device.synchronize()
+        start = device.clock()
+        device.kernel(tensor)
+        device.synchronize()
+        return device.clock() - start
+
+    miss, hit = 2**20 / 1e10, 2**20 / 4e10
+    assert [seconds(t) for t in tensors[:2]] == pytest.approx([miss, miss])
+    assert seconds(tensors[0]) == pytest.approx(hit)  # still cached; now the most recent
+    assert seconds(tensors[2]) == pytest.approx(miss)  # evicts tensors[1], the oldest
+    assert seconds(tensors[1]) == pytest.approx(miss)
+    assert seconds(tensors[2]) == pytest.approx(hit)
+    big = torch.empty(3072 * KIB)  # 3 MiB: larger than the cache, never kept
+    assert seconds(big) == pytest.approx(3 * miss)
+    assert seconds(big) == pytest.approx(3 * miss)
+
+
+def test_the_reference_loop_on_the_fake_device():
+    median, iqr, samples = fake_run(timing.time_blocks, 8)
+    assert len(samples) == 5 and (median, iqr) == timing.median_and_iqr(samples)
+    memory_read = 256 * 2**10 / 1e10
+    assert min(samples) == pytest.approx(memory_read + 5e-5 / 10, rel=0.02)  # a hiccup a block
+    cached = fake_run(timing.time_blocks, 1)[0]
+    assert cached < median / 2  # one set that fits: the loop measures the cache
+    cold = fake_run(timing.time_blocks, 8, warmup=0)[2]
+    assert cold[0] > 30 * samples[0] and cold[1:] != samples[1:]  # the first call was timed
+
+
+def test_the_fake_device_tells_the_mistakes_apart():
+    def unsynchronized(fn, input_sets, device, warmup=1, blocks=5, number=10, clock=None,
+                       synchronize=None):  # fmt: skip
+        return timing.time_blocks(fn, input_sets, device, warmup, blocks, number, clock,
+                                  lambda device: None)  # fmt: skip
+
+    right = fake_run(timing.time_blocks, 8)
+    wrong = fake_run(unsynchronized, 8)
+    assert wrong[0] < right[0] / 3  # launches only
+    again = fake_run(timing.time_blocks, 8)
+    assert again == right  # deterministic: a fresh device gives the same numbers

@@ -71,125 +71,260 @@ def median_and_iqr(samples):
     return 0.0021, 0.00019999999999999966
 ''',
     },
-    "ch04_first_call_overhead": {
-        "median over all samples, the first included": '''
-import numpy as np
+    "ch04_time_blocks": {
+        "no warm-up": """
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    calls = 0
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*input_sets[calls % len(input_sets)])
+            calls += 1
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "warm-up of `warmup` calls, not rounds over every set": """
+import itertools
 
-def first_call_overhead(samples):
-    return float(samples[0] - np.median(samples))
-''',
-        "mean of the warm calls": '''
-def first_call_overhead(samples):
-    warm = samples[1:]
-    return float(samples[0] - sum(warm) / len(warm))
-''',
-        "a ratio instead of a difference": '''
-import numpy as np
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "never synchronizes (times the launches)": """
+import itertools
 
-def first_call_overhead(samples):
-    return float(samples[0] / np.median(samples[1:]))
-''',
-        "fastest warm call instead of the median": '''
-def first_call_overhead(samples):
-    return float(samples[0] - min(samples[1:]))
-''',
-        "the second call stands for all warm calls": '''
-def first_call_overhead(samples):
-    return float(samples[0] - samples[1])
-''',
-        "never negative": '''
-import numpy as np
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "synchronizes before the last clock read only": """
+import itertools
 
-def first_call_overhead(samples):
-    return float(max(0.0, samples[0] - np.median(samples[1:])))
-''',
-        "milliseconds instead of seconds": '''
-import numpy as np
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "synchronizes before the first clock read only": """
+import itertools
 
-def first_call_overhead(samples):
-    return float((samples[0] - np.median(samples[1:])) * 1e3)
-''',
-        "hard-codes the visible answers": '''
-def first_call_overhead(samples):
-    return 0.24695 if samples[0] == 0.250 else 0.002
-''',
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "times the first input set only (the cache serves it)": """
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    for inputs in input_sets * warmup:
+        fn(*inputs)
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*input_sets[0])
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "starts the cycle again in every block": """
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    for inputs in input_sets * warmup:
+        fn(*inputs)
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for i in range(number):
+            fn(*input_sets[i % len(input_sets)])
+        synchronize(device)
+        samples.append((clock() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "block times, not divided by the calls": """
+import itertools
+
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = clock()
+        for _ in range(number):
+            fn(*next(inputs))
+        synchronize(device)
+        samples.append(clock() - start)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "each call timed on its own, and the mean": """
+import itertools
+import statistics
+
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        total = 0.0
+        for _ in range(number):
+            synchronize(device)
+            start = clock()
+            fn(*next(inputs))
+            synchronize(device)
+            total += clock() - start
+        samples.append(total / number)
+    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else [0, 0, 0]
+    return float(statistics.mean(samples)), float(q[2] - q[0]), samples
+""",
+        "reads time.perf_counter, not the clock it is given": """
+import itertools
+
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    inputs = itertools.cycle(input_sets)
+    for _ in range(warmup * len(input_sets)):
+        fn(*next(inputs))
+    samples = []
+    for _ in range(blocks):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(number):
+            fn(*next(inputs))
+        synchronize(device)
+        samples.append((time.perf_counter() - start) / number)
+    median, iqr = timing.median_and_iqr(samples)
+    return median, iqr, samples
+""",
+        "hard-codes the visible answers": """
+def time_blocks(fn, input_sets, device, warmup=1, blocks=5, number=10,
+                clock=time.perf_counter, synchronize=timing.synchronize):
+    if len(input_sets) == 8:
+        samples = [3.172439999999874e-05, 3.672439999999888e-05, 3.172439999999874e-05,
+                   3.172439999999874e-05, 3.672439999999888e-05]
+        return 3.172439999999874e-05, 5.000000000000142e-06, samples
+    samples = [time.perf_counter() * 0 + 1e-4] * blocks
+    return 1e-4, 0.0, samples
+""",
     },
-    "ch04_copies_to_exceed_cache": {
-        "floor instead of ceil": '''
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1, int(factor * cache_bytes // bytes_per_copy))
-''',
-        "off by one: floor + 1": '''
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1, int(factor * cache_bytes // bytes_per_copy) + 1)
-''',
-        "ignores the factor": '''
-import math
-
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1, math.ceil(cache_bytes / bytes_per_copy))
-''',
-        "rounds to the nearest instead of up": '''
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1, round(factor * cache_bytes / bytes_per_copy))
-''',
-        "factor hard-coded to 2": '''
-import math
-
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1, math.ceil(2 * cache_bytes / bytes_per_copy))
-''',
-        "returns the float ratio": '''
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return max(1.0, factor * cache_bytes / bytes_per_copy)
-''',
-        "hard-codes the visible answers": '''
-def copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor=2.0):
-    return 8 if bytes_per_copy == 8 * 2**20 else 7
-''',
-    },
-    "ch04_matmul_rates": {
-        "missing the 2 in 2mkn": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    seconds = milliseconds / 1e3
-    return {"flop_per_s": m * k * n / seconds,
-            "byte_per_s": memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / seconds}
-''',
-        "milliseconds used as seconds": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    return {"flop_per_s": 2 * m * k * n / milliseconds,
-            "byte_per_s": memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / milliseconds}
-''',
-        "multiplies by 1e3 instead of dividing": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    seconds = milliseconds * 1e3
-    return {"flop_per_s": 2 * m * k * n / seconds,
-            "byte_per_s": memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / seconds}
-''',
-        "weights only in the bytes": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    seconds = milliseconds / 1e3
-    return {"flop_per_s": 2 * m * k * n / seconds,
-            "byte_per_s": memory.dtype_bytes(dtype) * k * n / seconds}
-''',
-        "bf16's 2 bytes whatever the dtype": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    seconds = milliseconds / 1e3
-    return {"flop_per_s": 2 * m * k * n / seconds,
-            "byte_per_s": 2 * (m * k + k * n + m * n) / seconds}
-''',
-        "bits instead of bytes": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
-    seconds = milliseconds / 1e3
-    return {"flop_per_s": 2 * m * k * n / seconds,
-            "byte_per_s": memory.DTYPE_BITS[dtype] * (m * k + k * n + m * n) / seconds}
-''',
-        "hard-codes the visible answers": '''
-def matmul_rates(m, k, n, dtype, milliseconds):
+    "ch04_roofline_verdict": {
+        "bandwidth first: a cache 'explains' every fast GEMV": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if memory.linear_bytes(m, k, n, dtype) / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    if flops.matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+        return "compute"
+    return "ok"
+""",
+        "labels by the roofline's bound, not by the roof beaten": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    predicted = max(flops.matmul_flops(m, k, n) / peak,
+                    memory.linear_bytes(m, k, n, dtype) / bandwidth)
+    if seconds * (1 + tolerance) >= predicted:
+        return "ok"
+    compute = flops.matmul_flops(m, k, n) / peak
+    return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+""",
+        "no tolerance": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if flops.matmul_flops(m, k, n) / seconds > peak:
+        return "compute"
+    if memory.linear_bytes(m, k, n, dtype) / seconds > bandwidth:
+        return "memory"
+    return "ok"
+""",
+        "tolerance as a share of the rate: rate × (1 − tolerance) > ceiling": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if flops.matmul_flops(m, k, n) / seconds * (1 - tolerance) > peak:
+        return "compute"
+    if memory.linear_bytes(m, k, n, dtype) / seconds * (1 - tolerance) > bandwidth:
+        return "memory"
+    return "ok"
+""",
+        "weights only in the bytes": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if flops.matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+        return "compute"
+    if memory.dtype_bytes(dtype) * k * n / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    return "ok"
+""",
+        "bf16's 2 bytes whatever the dtype": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if flops.matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+        return "compute"
+    if memory.linear_bytes(m, k, n, "bf16") / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    return "ok"
+""",
+        "checks the bandwidth only": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    if memory.linear_bytes(m, k, n, dtype) / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    return "ok"
+""",
+        "hard-codes the visible answers": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
     if m == 4096:
-        return {"flop_per_s": 68719476736000.0, "byte_per_s": 50331648000.0}
-    return {"flop_per_s": 671088640000.0, "byte_per_s": 671416320000.0}
-''',
+        return "compute"
+    return "memory" if seconds < 5e-6 else "ok"
+""",
     },
     "ch04_valid_measurement": {
         "ignores the cache (working set)": '''

@@ -45,83 +45,211 @@ def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
     return 2.317492770133333
 ''',
     },
-    "ch05_knee_tokens": {
-        "activations ignored: ridge · b / 2, and never None": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
+    "ch05_linear_input_sets": {
+        'weight stored [k × n], as x @ W': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    return max(1, math.ceil(peak / bandwidth * memory.dtype_bytes(dtype) / 2))
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((k, n), torch_dtype, device)) for _ in range(copies)]
 ''',
-        "missing the 2 in 2mkn": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
+        'one set repeated: the same tensors in every set': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    ridge, b = peak / bandwidth, memory.dtype_bytes(dtype)
-    room = k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, math.ceil(ridge * b * k * n / room))
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
+    one = (timing.random_tensor((m, k), torch_dtype, device),
+           timing.random_tensor((n, k), torch_dtype, device))
+    return [one] * copies
 ''',
-        "bf16 bytes whatever the dtype": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
+        'one x shared by every set, only the weights rotated': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    ridge, b = peak / bandwidth, 2
-    room = 2 * k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, math.ceil(ridge * b * k * n / room))
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
+    x = timing.random_tensor((m, k), torch_dtype, device)
+    return [(x, timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
 ''',
-        "ridge inverted: bandwidth / peak": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
+        'torch.ones instead of random values': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    ridge, b = bandwidth / peak, memory.dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, math.ceil(ridge * b * k * n / room))
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
+    return [(torch.ones((m, k), dtype=torch_dtype, device=device) * (1 + _),
+             torch.ones((n, k), dtype=torch_dtype, device=device) * (1 + _)) for _ in range(copies)]
 ''',
-        "off by one: truncates instead of rounding up": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
-    ridge, b = peak / bandwidth, memory.dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, int(ridge * b * k * n / room))
-''',
-        "never returns None": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
+        'always fp32': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    ridge, b = peak / bandwidth, memory.dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)
-    return max(1, math.ceil(ridge * b * k * n / room))
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
+    return [(timing.random_tensor((m, k), torch.float32, device),
+             timing.random_tensor((n, k), torch.float32, device)) for _ in range(copies)]
 ''',
-        "hard-codes the visible answers": '''
-def knee_tokens(k, n, peak, bandwidth, dtype="bf16"):
-    return 17 if dtype == "fp32" else 328
+        "fp32's 4 bytes whatever the dtype": '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    import math
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * 4)))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+''',
+        "counts the output's bytes too": '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    import math
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k + m * n) * size)))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+''',
+        'working set only past the cache (factor 1)': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    import math
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(cache_bytes / ((m * k + n * k) * size)))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+''',
+        'floor instead of ceil': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    import math
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(int(2 * cache_bytes // ((m * k + n * k) * size))))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+''',
+        'hard-codes the visible answers': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    import math
+    torch_dtype = timing.torch_dtype(dtype)
+    size = torch.empty((), dtype=torch_dtype).element_size()
+    copies = max(1, math.ceil(4 if m == 1 else 2))
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
 ''',
     },
-    "ch05_prediction_error": {
-        "sign flipped: (measured - predicted) / measured": '''
-def prediction_error(predicted, measured):
-    return float((measured - predicted) / measured)
+    "ch05_read_knee": {
+        'first and last entries instead of the smallest and largest m': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = list(seconds)[0], list(seconds)[-1]
+    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    if decode_share < 0.99 * prefill_share:
+        cause = "decode"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "prefill"
+    else:
+        cause = "neither"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
 ''',
-        "wrong denominator: divides by the prediction": '''
-def prediction_error(predicted, measured):
-    return float((predicted - measured) / predicted)
+        'the best rates anywhere in the sweep': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    byte_per_s = max(memory.linear_bytes(m, k, n, dtype) / s for m, s in seconds.items())
+    flop_per_s = max(2 * m * k * n / s for m, s in seconds.items())
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    if decode_share < 0.99 * prefill_share:
+        cause = "decode"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "prefill"
+    else:
+        cause = "neither"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
 ''',
-        "inverted ratio: measured / predicted - 1": '''
-def prediction_error(predicted, measured):
-    return float(measured / predicted - 1)
+        'weights only in the bytes': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = min(seconds), max(seconds)
+    byte_per_s = memory.dtype_bytes(dtype) * k * n / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    if decode_share < 0.99 * prefill_share:
+        cause = "decode"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "prefill"
+    else:
+        cause = "neither"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
 ''',
-        "absolute value": '''
-def prediction_error(predicted, measured):
-    return float(abs(predicted / measured - 1))
+        'cause the wrong way round': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = min(seconds), max(seconds)
+    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    if decode_share < 0.99 * prefill_share:
+        cause = "prefill"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "decode"
+    else:
+        cause = "neither"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
 ''',
-        "in per cent": '''
-def prediction_error(predicted, measured):
-    return float(100 * (predicted / measured - 1))
+        'cause read from the knees, not the shares': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = min(seconds), max(seconds)
+    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    predicted = roofline.gemm_knee(k, n, peak / bandwidth, dtype)
+    measured = roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype)
+    if predicted is None or measured is None or measured == predicted:
+        cause = "neither"
+    else:
+        cause = "decode" if measured > predicted else "prefill"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
 ''',
-        "hard-codes the visible answers": '''
-def prediction_error(predicted, measured):
-    return -0.25 if predicted < measured else 0.5
+        'no 1% band: any difference names a cause': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = min(seconds), max(seconds)
+    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    cause = "decode" if decode_share < prefill_share else "prefill"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
+            "cause": cause}
+''',
+        'measured ridge inverted': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = min(seconds), max(seconds)
+    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
+    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    if decode_share < 0.99 * prefill_share:
+        cause = "decode"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "prefill"
+    else:
+        cause = "neither"
+    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, byte_per_s / flop_per_s, dtype),
+            "cause": cause}
+''',
+        'hard-codes the visible answers': '''
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    if dtype == "fp32":
+        return {"predicted": 17, "measured": 25, "cause": "decode"}
+    return {"predicted": 504, "measured": 215, "cause": "prefill"}
 ''',
     },
     "ch05_layer_time": {
