@@ -4,7 +4,9 @@ decode batch grows, and where the critical batch and the memory cap stop it.
 ``batch_curve`` reads every number off the helpers (``roofline.decode_split_weight_only``,
 ``roofline.critical_batch_weight_only``, ``memory.max_batch_weight_only``: no formula lives
 here); ``draw_batch_curve`` draws aggregate tokens/s against TPOT, one point per batch, as
-"How to Scale Your Model" draws it; ``show_batch_curve`` is the ``interact`` callback.
+"How to Scale Your Model" draws it, on a matplotlib Axes; ``plot_batch_curve`` shows one
+curve in a new figure (the chapter's default view); ``show_batch_curve`` is the ``interact``
+callback. Neither returns anything, so ``interact`` shows the figure and no repr under it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from dataclasses import dataclass
 
 from helpers import hardware, memory, models, roofline
 from helpers._validate import positive_int
+from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["BatchCurve", "batch_curve", "draw_batch_curve", "show_batch_curve", "BATCHES"]
+__all__ = ["BatchCurve", "batch_curve", "draw_batch_curve", "plot_batch_curve",
+           "show_batch_curve", "BATCHES"]  # fmt: skip
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -89,12 +93,14 @@ def draw_batch_curve(curve: BatchCurve, ax) -> None:
     ax.set_title(curve.summary(), fontsize=9)
 
 
-def show_batch_curve(model: str, chip: str, context: int, weight_dtype: str) -> BatchCurve:
-    """The ``interact`` callback: draw the curve in a new figure, and return it."""
-    import matplotlib.pyplot as plt
-
-    curve = batch_curve(model, chip, context, weight_dtype)
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot_batch_curve(curve: BatchCurve) -> None:
+    """Draw ``curve`` in a new figure and show it (``helpers.widgets.figures``)."""
+    fig, ax = new_figure((7, 4))
     draw_batch_curve(curve, ax)
-    plt.show()
-    return curve
+    show_figure(fig)
+
+
+def show_batch_curve(model: str, chip: str, context: int, weight_dtype: str) -> None:
+    """The ``interact`` callback: the curve of ``batch_curve`` in a new figure. It returns
+    nothing: ``interact`` would print a returned value's repr under the figure."""
+    plot_batch_curve(batch_curve(model, chip, context, weight_dtype))

@@ -16,6 +16,7 @@ from matplotlib.ticker import FuncFormatter
 
 from helpers import flops, models
 from helpers._validate import positive_int
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = [
     "CONTEXTS",
@@ -153,11 +154,10 @@ def draw_attention_share(ax, data: AttentionShare):
 
 def show_attention_share(preset: str = "Qwen2.5-7B", context: int = 4096) -> None:
     """The sliders' callback: draw the figure and print the summary (returns nothing, so
-    ``interact`` shows no extra output)."""
-    import matplotlib.pyplot as plt
-
+    ``interact`` shows no extra output). The figure is made outside pyplot
+    (``helpers.widgets.figures``)."""
     data = attention_share(preset, context)
-    _, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = new_figure((7, 4))
     draw_attention_share(ax, data)
-    plt.show()
+    show_figure(fig)
     print(data.summary())

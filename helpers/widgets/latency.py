@@ -2,8 +2,10 @@
 
 ``latency_breakdown`` reads TTFT and TPOT curves measured in the chapter at the widget's prompt
 and output lengths (``helpers.latency.interpolate`` and ``predict_e2e``: no formula lives
-here); ``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps;
-``show_latency_breakdown`` is the ``interact`` callback.
+here); ``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps,
+on a matplotlib Axes; ``plot_latency_breakdown`` shows one breakdown in a new figure (the
+chapter's default view); ``show_latency_breakdown`` is the ``interact`` callback. Neither
+returns anything, so ``interact`` shows the figure and no repr under it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 
 from helpers import latency
 from helpers._validate import positive_int
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["LatencyBreakdown", "latency_breakdown", "draw_latency_breakdown",
-           "show_latency_breakdown"]  # fmt: skip
+           "plot_latency_breakdown", "show_latency_breakdown"]  # fmt: skip
 
 COLORS = {"prefill (TTFT)": "#4c72b0", "decode (n − 1 steps)": "#dd8452"}
 
@@ -79,17 +82,20 @@ def draw_latency_breakdown(breakdown: LatencyBreakdown, ax) -> None:
     ax.legend(loc="upper right", fontsize=8)
 
 
+def plot_latency_breakdown(breakdown: LatencyBreakdown) -> None:
+    """Draw ``breakdown`` in a new figure and show it (``helpers.widgets.figures``)."""
+    fig, ax = new_figure((8, 1.8))
+    draw_latency_breakdown(breakdown, ax)
+    show_figure(fig)
+
+
 def show_latency_breakdown(
     ttft_curve: Mapping[int, float],
     tpot_curve: Mapping[int, float],
     prompt_tokens: int,
     output_tokens: int,
-) -> LatencyBreakdown:
-    """The ``interact`` callback: draw the breakdown in a new figure, and return it."""
-    import matplotlib.pyplot as plt
-
-    breakdown = latency_breakdown(ttft_curve, tpot_curve, prompt_tokens, output_tokens)
-    fig, ax = plt.subplots(figsize=(8, 1.8))
-    draw_latency_breakdown(breakdown, ax)
-    plt.show()
-    return breakdown
+) -> None:
+    """The ``interact`` callback: the breakdown of ``latency_breakdown`` in a new figure. It
+    returns nothing: ``interact`` would print a returned value's repr under the figure."""
+    plot_latency_breakdown(latency_breakdown(ttft_curve, tpot_curve, prompt_tokens,
+                                             output_tokens))  # fmt: skip

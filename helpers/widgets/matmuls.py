@@ -25,6 +25,7 @@ from helpers.latency import prediction_error
 from helpers.memory import linear_bytes
 from helpers.plots import plot_roofline
 from helpers.roofline import gemm_knee, roofline_time
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = [
     "LAYERS",
@@ -172,15 +173,14 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
     """Left: the layer's measured points on the measured roofline. Right: achieved FLOP/s
     against m beside the roofline's attainable FLOP/s, with the predicted knee
     (``roofline.gemm_knee`` of the real shape, measured ceilings) and the measured one
-    (``measured_knee``). Returns (figure, what plot_roofline drew, rows)."""
-    import matplotlib.pyplot as plt
-
+    (``measured_knee``). Returns (figure, what plot_roofline drew, rows). Without ``axes``,
+    the figure is a new one outside pyplot (``helpers.widgets.figures``)."""
     rows = layer_points(results, layer, dtype)
     if not rows:
         raise ValueError(f"no {dtype} points for layer {layer!r} in this sweep")
     peak, bandwidth = _ceilings(results, dtype)
     if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        fig, axes = new_figure((11, 4.2), ncols=2)
     left, right = axes
     fig = left.figure
     ideal = results.get("device") == "roofline"  # roofline_results: predicted, not measured
@@ -227,8 +227,6 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
 def show(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32") -> None:
     """Print the layer's table and draw it (what the notebook's dropdowns call); a dtype
     the sweep lacks is said in words, not raised."""
-    import matplotlib.pyplot as plt
-
     measured = results["ceilings"]["matmul_flops"]
     if dtype not in measured:
         print(f"{results.get('device_name', 'this sweep')} has no {dtype} points; "
@@ -237,5 +235,5 @@ def show(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32") -
     print(f"{results.get('device_name', '')}: {layer}, {dtype}")
     rows = layer_points(results, layer, dtype)
     print(table(rows))
-    draw(results, layer, dtype)
-    plt.show()
+    fig, _, _ = draw(results, layer, dtype)
+    show_figure(fig)

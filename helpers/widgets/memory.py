@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from helpers import hardware, memory, models
 from helpers._validate import positive_int
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["MemoryBudget", "memory_budget", "draw_memory_budget", "show_memory_budget"]
 
@@ -136,11 +137,10 @@ def show_memory_budget(
     chip: str = "H100 SXM",
 ) -> None:
     """The ``interact`` callback: draw a new figure (it returns nothing, so ``interact``
-    displays only the figure)."""
-    import matplotlib.pyplot as plt
-
+    displays only the figure). The figure is made outside pyplot
+    (``helpers.widgets.figures``)."""
     budget = memory_budget(model, dtype, context, batch, chip)
-    fig, ax = plt.subplots(figsize=(10, 2.2))
+    fig, ax = new_figure((10, 2.2))
     draw_memory_budget(ax, budget)
     fig.tight_layout()
-    plt.show()
+    show_figure(fig)

@@ -16,6 +16,7 @@ from helpers.flops import forward_flops, matmul_flops
 from helpers.memory import forward_bytes, linear_bytes
 from helpers.plots import plot_roofline
 from helpers.roofline import roofline_time
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points", "table", "draw",
            "show"]  # fmt: skip
@@ -136,13 +137,12 @@ def draw(
 ):
     """The chip's datasheet roofline (and its best measured matmul, where known) with the
     phases of ``roofline_points`` and prefill's matmuls (``prefill_gemm_points``) on it.
-    Returns (figure, points): the phases first, then the matmuls."""
-    import matplotlib.pyplot as plt
-
+    Returns (figure, points): the phases first, then the matmuls. Without ``ax``, the figure
+    is a new one outside pyplot (``helpers.widgets.figures``)."""
     points = roofline_points(model, chip, prompt_tokens, batch, dtype)
     points |= prefill_gemm_points(model, chip, prompt_tokens, batch, dtype)
     hw = hardware.get(chip)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5)) if ax is None else (ax.figure, ax)
+    fig, ax = new_figure((7.5, 4.5)) if ax is None else (ax.figure, ax)
     measured = {}
     if hw.best_matmul_bf16 and dtype == "bf16":
         measured["best measured bf16 matmul"] = hw.best_matmul_bf16
@@ -163,13 +163,10 @@ def show(
     dtype: str = "bf16",
 ) -> None:
     """The sliders' callback: print the table, show the figure (or say why there is none)."""
-    import matplotlib.pyplot as plt
-
     try:
         fig, points = draw(model, chip, prompt_tokens, batch, dtype)
     except ValueError as error:  # e.g. fp8 on an A100: the datasheet has no such peak
         print(error)
         return
     print(table(points))
-    plt.show()
-    plt.close(fig)
+    show_figure(fig)

@@ -1,7 +1,9 @@
 """The serving explorers of chapter 8 (`08_serving`): one per optimisation.
 
 Each explorer has a data function (plain numbers, testable without a browser), a ``table``
-that prints them, and a ``show_*`` callback that the notebook's sliders call. No formula lives
+that prints them, a ``draw_*`` that draws them on a matplotlib Axes, and a ``show_*`` callback
+that the notebook's sliders call: it prints the table and shows the figure, and returns
+nothing (``interact`` would print a returned value's repr under the figure). No formula lives
 here: the numbers come from ``helpers.serving`` (the simulator, ``kv_transfer_seconds``) and
 ``helpers.latency`` (speculative decoding).
 
@@ -23,10 +25,11 @@ import numpy as np
 from helpers import hardware, latency, memory, models, serving
 from helpers._validate import positive_int
 from helpers.serving import KVMemory, Request, RooflineSteps, Step
+from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["StallView", "stall_view", "show_stall", "PrefixView", "prefix_view", "show_prefix",
-           "TransferView", "transfer_view", "show_transfer", "SpecView", "spec_view",
-           "show_spec"]  # fmt: skip
+__all__ = ["StallView", "stall_view", "draw_stall", "show_stall", "PrefixView", "prefix_view",
+           "draw_prefix", "show_prefix", "TransferView", "transfer_view", "draw_transfer",
+           "show_transfer", "SpecView", "spec_view", "draw_spec", "show_spec"]  # fmt: skip
 
 
 def _engine(model: str, chip: str) -> tuple[RooflineSteps, KVMemory]:
@@ -40,10 +43,14 @@ def _engine(model: str, chip: str) -> tuple[RooflineSteps, KVMemory]:
 @dataclass(frozen=True)
 class StallView:
     """Per policy, the seconds of every step that carried decodes (each decode waits one step
-    for its next token), and the long prompt's TTFT."""
+    for its next token), and the long prompt's TTFT; the inputs name the figure."""
 
     gaps: dict[str, np.ndarray]
     ttft: dict[str, float]
+    model: str
+    chip: str
+    decodes: int
+    prompt_tokens: int
 
     def table(self) -> str:
         lines = [f"{'policy':<22}{'max gap ms':>11}{'median gap ms':>15}"
@@ -83,29 +90,29 @@ def stall_view(
         result = serving.simulate(trace, timed, memory, policy, max_batch=decodes + 1,
                                   token_budget=budget)  # fmt: skip
         gaps[name], ttft[name] = np.array(log), float(result.ttft[-1])
-    return StallView(gaps, ttft)
+    return StallView(gaps, ttft, model, chip, decodes, prompt_tokens)
+
+
+def draw_stall(view: StallView, ax) -> None:
+    """Each decode step's gap against its index, one line per policy, log y."""
+    for name, gaps in view.gaps.items():
+        ax.step(np.arange(len(gaps)), gaps * 1e3, where="post", label=name)
+    ax.set(xlabel="decode step", ylabel="gap before the next token (ms)", yscale="log",
+           title=f"{view.decodes} decodes meet a {view.prompt_tokens:,}-token prompt "
+                 f"({view.model}, {view.chip})")  # fmt: skip
+    ax.legend(fontsize=8)
 
 
 def show_stall(model="Qwen2.5-7B", chip="H100 SXM", decodes=32, prompt_tokens=8192,
-               token_budget=512) -> StallView:  # fmt: skip
+               token_budget=512) -> None:  # fmt: skip
     """The sliders' callback: the table, and each decode step's gap against its index."""
-    import matplotlib.pyplot as plt
-
     try:
         view = stall_view(model, chip, decodes, prompt_tokens, token_budget)
     except ValueError as error:  # e.g. a budget no larger than the batch
         print(error)
-        return None
+        return
     print(view.table())
-    fig, ax = plt.subplots(figsize=(7.5, 3.5))
-    for name, gaps in view.gaps.items():
-        ax.step(np.arange(len(gaps)), gaps * 1e3, where="post", label=name)
-    ax.set(xlabel="decode step", ylabel="gap before the next token (ms)", yscale="log",
-           title=f"{decodes} decodes meet a {prompt_tokens:,}-token prompt ({model}, {chip})")
-    ax.legend(fontsize=8)
-    plt.show()
-    plt.close(fig)
-    return view
+    _show(draw_stall, view, (7.5, 3.5))
 
 
 # -------------------------------------------------------------------- prefix caching
@@ -118,6 +125,8 @@ class PrefixView:
     hit_rate: float
     ttft_mean: tuple[float, float]
     ttft_p99: tuple[float, float]
+    shared_fraction: float
+    shared_prefix: int
 
     def table(self) -> str:
         (m0, m1), (p0, p1) = self.ttft_mean, self.ttft_p99
@@ -148,26 +157,26 @@ def prefix_view(
     hit = cached.prefix_hit_tokens / sum(r.prompt for r in trace)
     return PrefixView(hit, (float(plain.ttft.mean()), float(cached.ttft.mean())),
                       (float(np.percentile(plain.ttft, 99)),
-                       float(np.percentile(cached.ttft, 99))))  # fmt: skip
+                       float(np.percentile(cached.ttft, 99))),
+                      shared_fraction, shared_prefix)  # fmt: skip
 
 
-def show_prefix(shared_fraction=0.5, shared_prefix=2048) -> PrefixView:
-    """The sliders' callback: the table and a bar chart of the TTFTs."""
-    import matplotlib.pyplot as plt
-
-    view = prefix_view(shared_fraction, shared_prefix)
-    print(view.table())
-    fig, ax = plt.subplots(figsize=(6, 3))
+def draw_prefix(view: PrefixView, ax) -> None:
+    """Mean and p99 TTFT as bars, without and with the prefix cache."""
     x = np.arange(2)
     ax.bar(x - 0.2, np.array(view.ttft_mean) * 1e3, 0.4, label="mean")
     ax.bar(x + 0.2, np.array(view.ttft_p99) * 1e3, 0.4, label="p99")
     ax.set_xticks(x, ["no prefix cache", "prefix cache"])
-    ax.set(ylabel="TTFT (ms)", title=f"{shared_fraction:.0%} of requests share "
-           f"{shared_prefix:,} tokens: {view.hit_rate:.0%} of prompt tokens hit")
+    ax.set(ylabel="TTFT (ms)", title=f"{view.shared_fraction:.0%} of requests share "
+           f"{view.shared_prefix:,} tokens: {view.hit_rate:.0%} of prompt tokens hit")
     ax.legend(fontsize=8)
-    plt.show()
-    plt.close(fig)
-    return view
+
+
+def show_prefix(shared_fraction=0.5, shared_prefix=2048) -> None:
+    """The sliders' callback: the table and a bar chart of the TTFTs."""
+    view = prefix_view(shared_fraction, shared_prefix)
+    print(view.table())
+    _show(draw_prefix, view, (6, 3))
 
 
 # --------------------------------------------------------------------- disaggregation
@@ -181,6 +190,10 @@ class TransferView:
     transfer_s: float
     prefill_s: float
     decode_step_s: float
+    model: str
+    chip: str
+    prompt_tokens: int
+    link_gb_per_s: float
 
     def table(self) -> str:
         return (f"KV cache to move: {self.kv_bytes / 1e6:,.1f} MB\n"
@@ -206,24 +219,25 @@ def transfer_view(
     seconds = serving.kv_transfer_seconds(cfg, prompt_tokens, link_gb_per_s * 1e9)
     prefill = steps(Step(((prompt_tokens, 0),), 0, 0, 1))
     decode = steps(Step((), 32, 32 * prompt_tokens, 32))
-    return TransferView(memory.kv_cache_bytes(cfg, prompt_tokens), seconds, prefill, decode)
+    return TransferView(memory.kv_cache_bytes(cfg, prompt_tokens), seconds, prefill, decode,
+                        model, chip, prompt_tokens, link_gb_per_s)  # fmt: skip
 
 
-def show_transfer(model="Qwen2.5-7B", chip="H100 SXM", prompt_tokens=1024,
-                  link_gb_per_s=50.0) -> TransferView:  # fmt: skip
-    """The sliders' callback: the table and the three times as bars."""
-    import matplotlib.pyplot as plt
-
-    view = transfer_view(model, chip, prompt_tokens, link_gb_per_s)
-    print(view.table())
-    fig, ax = plt.subplots(figsize=(6, 2.5))
+def draw_transfer(view: TransferView, ax) -> None:
+    """The transfer, the prefill and a decode step as horizontal bars, log x."""
     labels = ["KV transfer", "prefill", "decode step (32)"]
     ax.barh(labels, np.array([view.transfer_s, view.prefill_s, view.decode_step_s]) * 1e3)
     ax.set(xscale="log", xlabel="milliseconds",
-           title=f"{model}, {prompt_tokens:,} tokens, {chip}, {link_gb_per_s:g} GB/s link")
-    plt.show()
-    plt.close(fig)
-    return view
+           title=f"{view.model}, {view.prompt_tokens:,} tokens, {view.chip}, "
+                 f"{view.link_gb_per_s:g} GB/s link")  # fmt: skip
+
+
+def show_transfer(model="Qwen2.5-7B", chip="H100 SXM", prompt_tokens=1024,
+                  link_gb_per_s=50.0) -> None:  # fmt: skip
+    """The sliders' callback: the table and the three times as bars."""
+    view = transfer_view(model, chip, prompt_tokens, link_gb_per_s)
+    print(view.table())
+    _show(draw_transfer, view, (6, 2.5))
 
 
 # ---------------------------------------------------------------- speculative decoding
@@ -237,6 +251,8 @@ class SpecView:
     speedup: np.ndarray
     tokens: np.ndarray
     best: int
+    alpha: float
+    c: float
 
     def table(self) -> str:
         g = self.best
@@ -249,22 +265,28 @@ def spec_view(alpha: float = 0.8, c: float = 0.05, max_gamma: int = 16) -> SpecV
     gammas = np.arange(max_gamma + 1)
     return SpecView(gammas, np.array([latency.spec_speedup(alpha, int(g), c) for g in gammas]),
                     np.array([latency.spec_expected_tokens(alpha, int(g)) for g in gammas]),
-                    latency.spec_best_gamma(alpha, c, max_gamma))  # fmt: skip
+                    latency.spec_best_gamma(alpha, c, max_gamma), alpha, c)  # fmt: skip
 
 
-def show_spec(alpha=0.8, c=0.05, max_gamma=16) -> SpecView:
-    """The sliders' callback: speedup against γ, the best γ marked."""
-    import matplotlib.pyplot as plt
-
-    view = spec_view(alpha, c, max_gamma)
-    print(view.table())
-    fig, ax = plt.subplots(figsize=(6, 3))
+def draw_spec(view: SpecView, ax) -> None:
+    """Speedup and tokens per target pass against γ, the best γ marked."""
     ax.plot(view.gammas, view.speedup, marker=".", label="speedup")
     ax.plot(view.gammas, view.tokens, marker=".", ls=":", label="tokens per target pass")
     ax.axvline(view.best, color="gray", ls="--", label=f"best gamma = {view.best}")
     ax.set(xlabel="gamma (draft tokens per pass)", ylabel="x plain decoding",
-           title=f"alpha = {alpha:g}, draft cost c = {c:g}")
+           title=f"alpha = {view.alpha:g}, draft cost c = {view.c:g}")
     ax.legend(fontsize=8)
-    plt.show()
-    plt.close(fig)
-    return view
+
+
+def show_spec(alpha=0.8, c=0.05, max_gamma=16) -> None:
+    """The sliders' callback: speedup against γ, the best γ marked."""
+    view = spec_view(alpha, c, max_gamma)
+    print(view.table())
+    _show(draw_spec, view, (6, 3))
+
+
+def _show(draw, view, figsize: tuple[float, float]) -> None:
+    """``draw(view, ax)`` in a new figure of ``figsize``, shown (``helpers.widgets.figures``)."""
+    fig, ax = new_figure(figsize)
+    draw(view, ax)
+    show_figure(fig)

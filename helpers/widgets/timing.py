@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from helpers import timing
+from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = [
     "CachePoint",
@@ -175,11 +176,10 @@ def draw(ax, view: CacheView) -> None:
 
 
 def show(points: Sequence[CachePoint], llc_bytes: int, copies: int, factor: float) -> None:
-    """What the notebook's sliders call: print the table and draw the figure."""
-    import matplotlib.pyplot as plt
-
+    """What the notebook's sliders call: print the table and draw the figure (made outside
+    pyplot, ``helpers.widgets.figures``)."""
     view = cache_view(points, llc_bytes, copies, factor)
     print(table(view))
-    fig, ax = plt.subplots()
+    fig, ax = new_figure()
     draw(ax, view)
-    plt.show()
+    show_figure(fig)

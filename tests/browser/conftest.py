@@ -108,13 +108,78 @@ class Console:
             self.errors.append(f"{text} ({where})" if where else text)
 
 
+def new_page(browser):
+    """A page whose console errors are collected in ``page.console.errors``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.console = Console(page)
+    return page
+
+
 @pytest.fixture
 def page(browser):
     """A fresh page whose console errors are collected; ``page.console.errors``."""
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.console = Console(page)
+    page = new_page(browser)
     yield page
     page.close()
+
+
+# JupyterLab's app is up; the current notebook's kernel is idle.
+APP_READY = "() => !!window.jupyterapp?.commands.hasCommand('docmanager:open')"
+KERNEL_IDLE = """() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel
+  ?.status === 'idle'"""
+
+
+class Lab:
+    """One JupyterLab page, reused for many notebooks: opening JupyterLab costs seconds of
+    CPU, opening a notebook in it much less. The server must expose the app
+    (``--LabApp.expose_app_in_browser=True``)."""
+
+    def __init__(self, page, base: str, token: str):
+        self.page = page
+        page.goto(f"{base}/lab?reset&token={token}", timeout=120_000)
+        page.wait_for_function(APP_READY, timeout=120_000)
+        page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+
+    def open(self, path: str) -> None:
+        """Open ``path`` as the only tab, with a fresh console log, and wait for its kernel."""
+        self.close_all()
+        self.page.console.errors.clear()
+        self.page.evaluate(
+            "p => window.jupyterapp.commands.execute('docmanager:open', {path: p})", path
+        )
+        self.page.wait_for_function(
+            "p => window.jupyterapp.shell.currentWidget?.context?.path === p", arg=path,
+            timeout=60_000)  # fmt: skip
+        self.wait_idle()
+
+    def wait_idle(self, timeout: float = 120_000) -> None:
+        """Wait until the current notebook's kernel is idle."""
+        self.page.wait_for_function(KERNEL_IDLE, timeout=timeout)
+
+    def close_all(self) -> None:
+        """Close every tab without saving and shut every kernel down."""
+        self.page.evaluate("""async () => {
+          const app = window.jupyterapp;
+          for (const widget of [...app.shell.widgets('main')]) {
+            if (widget.context) widget.context.model.dirty = false;
+            widget.dispose();
+          }
+          await app.serviceManager.sessions.shutdownAll();
+        }""")
+
+
+@pytest.fixture(scope="session")
+def lab_page(browser):
+    """``lab_page(base, token)``: a ``Lab`` on a page of its own; pages close at the end."""
+    pages = []
+
+    def open_lab(base: str, token: str) -> Lab:
+        pages.append(new_page(browser))
+        return Lab(pages[-1], base, token)
+
+    yield open_lab
+    for page in pages:
+        page.close()
 
 
 def save_screenshot(page, name: str, full_page: bool = False) -> Path:

@@ -11,6 +11,7 @@ from helpers import hardware, memory, models, roofline  # noqa: E402
 from helpers.widgets.batching import (  # noqa: E402
     batch_curve,
     draw_batch_curve,
+    plot_batch_curve,
     show_batch_curve,
 )
 
@@ -33,15 +34,26 @@ def test_tpot_and_throughput_grow_with_batch():
     assert c.throughput[-1] > 10 * c.throughput[0]
 
 
-def test_draw_and_show_make_one_point_per_batch():
-    c = batch_curve("Qwen2.5-7B", "H100 SXM", 1024, "bf16", batches=(1, 2, 4))
+def test_draw_makes_one_point_per_batch_hollow_where_memory_is_short():
+    c = batch_curve("Llama-3.1-8B", "H100 SXM", 4096, "bf16", batches=(1, 64, 512))
+    assert [r[3] for r in c.rows()] == [True, True, False]  # memory holds 130 sequences
     fig, ax = plt.subplots()
     draw_batch_curve(c, ax)
-    assert len(ax.lines) == 1 + 3
-    assert ax.get_xscale() == "log"
+    line, *points = ax.lines
+    assert len(points) == 3
+    assert list(line.get_xdata()) == [r[1] for r in c.rows()]
+    assert [p.get_markerfacecolor() for p in points] == ["#4c72b0", "#4c72b0", "white"]
+    assert [t.get_text() for t in ax.texts] == ["1", "64", "512"]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_title() == c.summary()
     plt.close(fig)
-    assert show_batch_curve("Qwen2.5-7B", "H100 SXM", 1024, "int4").weight_dtype == "int4"
-    plt.close("all")
+
+
+def test_plot_and_show_draw_one_figure_and_return_nothing():
+    c = batch_curve("Qwen2.5-7B", "H100 SXM", 1024, "int4", batches=(1, 2, 4))
+    assert plot_batch_curve(c) is None
+    assert show_batch_curve("Qwen2.5-7B", "H100 SXM", 1024, "int4") is None
+    assert plt.get_fignums() == []  # each closed its figure after showing it
 
 
 def test_bad_slider_values_raise():

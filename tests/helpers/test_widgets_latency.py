@@ -11,6 +11,7 @@ from helpers import latency  # noqa: E402
 from helpers.widgets.latency import (  # noqa: E402
     draw_latency_breakdown,
     latency_breakdown,
+    plot_latency_breakdown,
     show_latency_breakdown,
 )
 
@@ -28,7 +29,7 @@ def test_breakdown_numbers_come_from_helpers_latency():
     assert latency_breakdown(TTFT, TPOT, 128, 1).decode_s == 0.0
 
 
-def test_draw_and_show_make_one_bar_per_segment():
+def test_draw_makes_one_bar_per_segment():
     fig, ax = plt.subplots()
     b = latency_breakdown(TTFT, TPOT, 64, 10)
     draw_latency_breakdown(b, ax)
@@ -36,8 +37,12 @@ def test_draw_and_show_make_one_bar_per_segment():
                                                                  b.decode_s * 1e3])
     assert ax.patches[1].get_x() == pytest.approx(b.ttft_s * 1e3)  # decode starts after TTFT
     plt.close(fig)
-    assert show_latency_breakdown(TTFT, TPOT, 64, 10).output_tokens == 10
-    plt.close("all")
+
+
+def test_plot_and_show_draw_one_figure_and_return_nothing():
+    assert plot_latency_breakdown(latency_breakdown(TTFT, TPOT, 64, 10)) is None
+    assert show_latency_breakdown(TTFT, TPOT, 64, 10) is None
+    assert plt.get_fignums() == []  # each closed its figure after showing it
 
 
 def test_bad_slider_values_raise():

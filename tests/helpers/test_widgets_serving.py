@@ -59,9 +59,60 @@ def test_spec_view_matches_latency_and_the_worked_check():
     assert "best gamma = 8" in view.table()
 
 
-def test_every_callback_draws_a_figure():
-    for show, kwargs in ((widget.show_stall, {"decodes": 4, "prompt_tokens": 1024}),
-                         (widget.show_prefix, {}), (widget.show_transfer, {}),
-                         (widget.show_spec, {})):  # fmt: skip
-        assert show(**kwargs) is not None
-    plt.close("all")
+def test_draw_stall_one_line_per_policy_from_the_view():
+    view = widget.stall_view(decodes=4, prompt_tokens=1024, token_budget=256)
+    fig, ax = plt.subplots()
+    widget.draw_stall(view, ax)
+    assert [line.get_label() for line in ax.lines] == list(view.gaps)
+    for line, gaps in zip(ax.lines, view.gaps.values(), strict=True):
+        assert np.allclose(line.get_ydata(), gaps * 1e3)
+    assert ax.get_yscale() == "log"
+    assert ax.get_title() == "4 decodes meet a 1,024-token prompt (Qwen2.5-7B, H100 SXM)"
+    plt.close(fig)
+
+
+def test_draw_prefix_bars_are_the_mean_and_p99_ttft():
+    view = widget.prefix_view(shared_fraction=0.5, shared_prefix=1024, n=60)
+    fig, ax = plt.subplots()
+    widget.draw_prefix(view, ax)
+    heights = [bar.get_height() for bar in ax.patches]
+    assert np.allclose(heights, np.array([*view.ttft_mean, *view.ttft_p99]) * 1e3)
+    assert ax.get_title().startswith("50% of requests share 1,024 tokens")
+    plt.close(fig)
+
+
+def test_draw_transfer_bars_are_the_three_times():
+    view = widget.transfer_view(prompt_tokens=2048, link_gb_per_s=25)
+    fig, ax = plt.subplots()
+    widget.draw_transfer(view, ax)
+    widths = [bar.get_width() for bar in ax.patches]
+    assert np.allclose(widths, np.array([view.transfer_s, view.prefill_s,
+                                         view.decode_step_s]) * 1e3)  # fmt: skip
+    assert ax.get_xscale() == "log"
+    assert "2,048 tokens" in ax.get_title() and "25 GB/s" in ax.get_title()
+    plt.close(fig)
+
+
+def test_draw_spec_marks_the_best_gamma():
+    view = widget.spec_view(0.6, 0.1, 8)
+    fig, ax = plt.subplots()
+    widget.draw_spec(view, ax)
+    speedup, tokens, best = ax.lines
+    assert np.allclose(speedup.get_ydata(), view.speedup)
+    assert np.allclose(tokens.get_ydata(), view.tokens)
+    assert list(best.get_xdata()) == [view.best, view.best]
+    assert ax.get_title() == "alpha = 0.6, draft cost c = 0.1"
+    plt.close(fig)
+
+
+def test_every_callback_prints_its_table_and_returns_nothing(capsys):
+    for show, kwargs, view in (
+        (widget.show_stall, {"decodes": 4, "prompt_tokens": 1024},
+         widget.stall_view(decodes=4, prompt_tokens=1024)),
+        (widget.show_prefix, {}, widget.prefix_view()),
+        (widget.show_transfer, {}, widget.transfer_view()),
+        (widget.show_spec, {}, widget.spec_view()),
+    ):  # fmt: skip
+        assert show(**kwargs) is None
+        assert capsys.readouterr().out == view.table() + "\n"
+    assert plt.get_fignums() == []  # each closed its figure after showing it

@@ -1,0 +1,122 @@
+"""The serving planner of chapter 9 (`09_capstone`): a deployment in, a configuration out.
+
+Model, chip, dtype, SLOs and load in; the recommended configuration (batch cap, prefill chunk
+budget, colocated or disaggregated) out, with its predicted TTFT, TPOT, throughput and memory
+use. No search lives here: ``helpers.serving.plan_serving`` chooses, ``config_report``
+predicts; this module only builds the scenario, prints the table and draws the bars
+(``draw_planner`` on any Axes; ``show_planner``, the sliders' callback). To
+answer within a fraction of a second per slider move it plans on a short trace (60
+requests) and a short goodput ladder, and ``plan_serving`` caches every search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helpers import hardware, models, serving
+from helpers.serving import Scenario, ServingConfig
+from helpers.widgets.figures import new_figure, show_figure
+
+__all__ = ["PLANNER_REQUESTS", "PLANNER_LOADS", "PlannerView", "planner_view", "draw_planner",
+           "show_planner"]
+
+PLANNER_REQUESTS = 60  # requests per simulated trace: enough to rank, fast enough to slide
+PLANNER_LOADS = (1.0, 1.5, 2.0)  # goodput ladder, in multiples of the load
+
+
+@dataclass(frozen=True)
+class PlannerView:
+    """The scenario planned, the chosen configuration (None: nothing meets the SLOs), its
+    goodput (requests/s), its report at the load (``serving.config_report``), and how many
+    candidates met the SLOs out of how many were tried."""
+
+    scenario: Scenario
+    best: ServingConfig | None
+    goodput: float
+    report: dict[str, float] | None
+    meeting: int
+    tried: int
+
+    def table(self) -> str:
+        s = self.scenario
+        head = (f"{s.model} on 2 x {s.chip}, {s.dtype}; {s.rate:g} requests/s, prompts ~"
+                f"{s.prompt_mean:g}, outputs ~{s.output_mean:g} tokens; SLO: TTFT <= "
+                f"{s.ttft_slo * 1e3:g} ms and TPOT <= {s.tpot_slo * 1e3:g} ms for "
+                f"{s.share:.0%}")  # fmt: skip
+        if self.best is None or self.report is None:
+            return (f"{head}\nno configuration of the {self.tried} tried meets the SLOs at this "
+                    "load: lower the load, loosen an SLO, or use a bigger chip")  # fmt: skip
+        r = self.report
+        gib = 2**30
+        return "\n".join([
+            head,
+            f"recommended: {self.best.label()} ({self.meeting} of {self.tried} candidates "
+            "meet the SLOs)",
+            f"  SLO attainment {r['attainment']:.0%}; goodput >= {self.goodput:g} requests/s",
+            f"  TTFT p90 {r['ttft_p90'] * 1e3:8.1f} ms",
+            f"  TPOT p90 {r['tpot_p90'] * 1e3:8.2f} ms",
+            f"  throughput {r['throughput']:,.0f} output tokens/s, peak batch {r['peak_batch']}",
+            f"  memory per chip: weights {r['weight_bytes'] / gib:.1f} GiB + KV "
+            f"{r['kv_bytes'] / gib:.1f} GiB (mean allocated) of "
+            f"{r['memory_bytes'] / gib:.0f} GiB",
+        ])  # fmt: skip
+
+
+def planner_view(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    dtype: str = "bf16",
+    ttft_ms: float = 500.0,
+    tpot_ms: float = 10.0,
+    rate: float = 40.0,
+    prompt_mean: int = 1024,
+    output_mean: int = 256,
+) -> PlannerView:
+    """Plan ``serving.Scenario(model, chip, dtype, rate, …)`` with ``serving.plan_serving``
+    over ``serving.plan_candidates()`` on a ``PLANNER_REQUESTS``-request trace, and report the
+    best configuration at the load. ValueError for a model that does not fit the chip in
+    ``dtype`` or a dtype the chip has no peak for."""
+    scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
+                        ttft_ms / 1e3, tpot_ms / 1e3, requests=PLANNER_REQUESTS)  # fmt: skip
+    if serving.kv_capacity_tokens(models.get(model), hardware.get(chip).memory_bytes, dtype) <= 0:
+        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory: pick a "
+                         "bigger chip or a narrower dtype")  # fmt: skip
+    plan = serving.plan_serving(scenario, loads=PLANNER_LOADS)
+    report = None if plan.best is None else serving.config_report(scenario, plan.best)
+    return PlannerView(scenario, plan.best, plan.goodput, report, len(plan.goodputs),
+                       len(plan.attainment))  # fmt: skip
+
+
+def draw_planner(view: PlannerView, ax) -> None:
+    """Each candidate's SLO attainment at the load as a bar, the recommended one coloured,
+    the SLO share as a dashed line (``serving.plan_serving``'s cached search)."""
+    plan = serving.plan_serving(view.scenario, loads=PLANNER_LOADS)
+    configs = list(plan.attainment)
+    colours = ["tab:blue" if c == view.best else "tab:gray" for c in configs]
+    ax.barh([c.label() for c in configs], [plan.attainment[c] for c in configs], color=colours)
+    ax.axvline(view.scenario.share, color="tab:red", ls="--", label="SLO share")
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 1), xlabel="share of requests meeting both SLOs at this load",
+           title=f"{view.scenario.model} on 2 x {view.scenario.chip}, "
+           f"{view.scenario.rate:g} requests/s")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(fontsize=8, loc="lower right")
+
+
+def show_planner(model="Qwen2.5-7B", chip="H100 SXM", dtype="bf16", ttft_ms=500.0,
+                 tpot_ms=10.0, rate=40.0, prompt_mean=1024, output_mean=256) -> None:  # fmt: skip
+    """The sliders' callback: the table, and the candidates' attainment as bars. The figure
+    is made outside pyplot (``helpers.widgets.figures``) and shown once; returns None, so
+    ``interact`` prints no repr."""
+    try:
+        view = planner_view(model, chip, dtype, ttft_ms, tpot_ms, rate, prompt_mean,
+                            output_mean)  # fmt: skip
+    except (KeyError, ValueError) as error:  # a model that does not fit, a missing dtype
+        print(error)
+        return None
+    print(view.table())
+    fig, ax = new_figure((7.5, 0.28 * view.tried + 1.2))
+    draw_planner(view, ax)
+    fig.tight_layout()
+    show_figure(fig)
+    return None
