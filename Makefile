@@ -57,7 +57,7 @@ outputs: env
 	$(PY) -m grading outputs
 
 test: env system-packages lint check-release
-	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile tests
+	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 tests
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --nbval solutions
 
 # The chapters as a static HTML site in build/book/ (MathJax comes from the npm registry).
