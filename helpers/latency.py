@@ -268,6 +268,35 @@ def prediction_error(predicted: float, measured: float) -> float:
     return predicted / measured - 1
 
 
+__all__ += ["full_size_time"]
+
+
+def full_size_time(
+    m: int, timed: tuple[int, int], real: tuple[int, int], median_s: float, peak: float,
+    bandwidth: float, dtype: str = "bf16",
+) -> float | None:  # fmt: skip
+    """The real shape's seconds at m tokens estimated from a point timed at a scaled shape
+    (chapter 5). ``timed`` and ``real`` are (k, n); the real shape is assumed to run at the
+    share of its roofline the timed one reached: ``median_s`` · t(real) / t(timed), with t
+    from ``roofline.predicted_time``. None when the two have different bounds (compute-bound:
+    the compute term at least the memory term): a scaled shape has less intensity, so between
+    its knee and the real shape's it is memory-bound while the real one is compute-bound, and
+    a share of the bandwidth says nothing about a share of the compute."""
+    from helpers.roofline import predicted_time
+
+    if not median_s > 0:
+        raise ValueError(f"median_s must be positive, got {median_s!r}")
+
+    def bound(k: int, n: int) -> str:
+        compute = matmul_flops(m, k, n) / peak
+        return "compute" if compute >= linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+
+    if bound(*timed) != bound(*real):
+        return None
+    return float(median_s * predicted_time(m, *real, peak, bandwidth, dtype)
+                 / predicted_time(m, *timed, peak, bandwidth, dtype))  # fmt: skip
+
+
 __all__ += ["sweep_summary", "measured_knee"]
 
 

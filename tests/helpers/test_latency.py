@@ -89,3 +89,34 @@ def test_bad_spec_arguments():
         latency.spec_expected_tokens(0.5, -1)
     with pytest.raises(ValueError, match="c .* must be >= 0"):
         latency.spec_speedup(0.5, 2, -0.1)
+
+
+def test_full_size_time_keeps_the_timed_share_of_the_roofline():
+    real, timed = (3584, 18944), (896, 296)  # the gate at scale 16 (bench.scaled)
+    # Both compute-bound at m = 4096 on a CPU-like device: the FLOPs ratio, s² = 256.
+    assert latency.full_size_time(4096, timed, real, 0.01, 120e9, 15e9, "fp32") == (
+        pytest.approx(0.01 * 256)
+    )
+    # Both memory-bound on an H100 at m = 64: the bytes ratio, not the FLOPs ratio.
+    kv, small = (3584, 512), (1792, 256)
+    ratio = memory.linear_bytes(64, *kv, "bf16") / memory.linear_bytes(64, *small, "bf16")
+    assert latency.full_size_time(64, small, kv, 2e-6, 989e12, 3.35e12, "bf16") == (
+        pytest.approx(2e-6 * ratio)
+    )
+    assert ratio != pytest.approx(4, rel=0.05)
+    # The same shape timed: the measurement itself.
+    assert latency.full_size_time(7, real, real, 0.02, 120e9, 15e9, "fp32") == 0.02
+
+
+def test_full_size_time_refuses_a_change_of_bound():
+    # The timed gate sits below its knee, the real one above theirs: no estimate.
+    ridge = 989e12 / 3.35e12
+    timed, real = (896, 1184), (3584, 18944)  # the gate at scale 8
+    m = roofline.gemm_knee(*real, ridge, "bf16")
+    assert m < roofline.gemm_knee(*timed, ridge, "bf16")
+    assert latency.full_size_time(m, timed, real, 1e-5, 989e12, 3.35e12, "bf16") is None
+    # At scale 16 the timed gate never reaches the ridge: memory-bound at any m.
+    assert roofline.gemm_knee(896, 296, ridge, "bf16") is None
+    assert latency.full_size_time(4096, (896, 296), real, 1e-5, 989e12, 3.35e12, "bf16") is None
+    with pytest.raises(ValueError):
+        latency.full_size_time(1, real, real, 0.0, 1e9, 1e9)

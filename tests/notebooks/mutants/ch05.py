@@ -7,42 +7,72 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "05_matmuls"
 
 MUTANTS = {
-    "ch05_predicted_time": {
-        "missing the 2 in 2mkn": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    compute = m * k * n / peak
-    memory_time = memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / bandwidth
-    return float(max(compute, memory_time))
+    "ch05_full_size_time": {
+        "FLOPs ratio whatever the bound": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    def bound(k, n):
+        compute = 2 * m * k * n / peak
+        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    return float(median_s * real[0] * real[1] / (timed[0] * timed[1]))
 ''',
-        "bf16 bytes whatever the dtype": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    compute = 2 * m * k * n / peak
-    memory_time = 2 * (m * k + k * n + m * n) / bandwidth
-    return float(max(compute, memory_time))
+        "never refuses: the share carried across a change of bound": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    share = roofline.predicted_time(m, *timed, peak, bandwidth, dtype) / median_s
+    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype) / share)
 ''',
-        "activation traffic ignored: weights only": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    compute = 2 * m * k * n / peak
-    memory_time = memory.dtype_bytes(dtype) * k * n / bandwidth
-    return float(max(compute, memory_time))
+        "the full-size roofline, not the measurement": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    def bound(k, n):
+        compute = 2 * m * k * n / peak
+        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype))
 ''',
-        "compute and memory times added, not overlapped": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    compute = 2 * m * k * n / peak
-    memory_time = memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / bandwidth
-    return float(compute + memory_time)
+        "ratio upside down": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    def bound(k, n):
+        compute = 2 * m * k * n / peak
+        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    share = roofline.predicted_time(m, *real, peak, bandwidth, dtype) / median_s
+    return float(roofline.predicted_time(m, *timed, peak, bandwidth, dtype) / share)
 ''',
-        "min instead of max": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    compute = 2 * m * k * n / peak
-    memory_time = memory.dtype_bytes(dtype) * (m * k + k * n + m * n) / bandwidth
-    return float(min(compute, memory_time))
+        "the shortfall carried over in seconds, not as a share": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    def bound(k, n):
+        compute = 2 * m * k * n / peak
+        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    slack = median_s - roofline.predicted_time(m, *timed, peak, bandwidth, dtype)
+    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype) + slack)
+''',
+        "weights only in the bytes": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    b = memory.dtype_bytes(dtype)
+    def seconds(k, n):
+        return max(2 * m * k * n / peak, b * k * n / bandwidth)
+    def bound(k, n):
+        return "compute" if 2 * m * k * n / peak >= b * k * n / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    return float(median_s * seconds(*real) / seconds(*timed))
+''',
+        "refuses whenever the shape was scaled": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    if tuple(timed) != tuple(real):
+        return None
+    return float(median_s)
 ''',
         "hard-codes the visible answers": '''
-def predicted_time(m, k, n, peak, bandwidth, dtype="bf16"):
-    if m == 1:
-        return 0.01811141973333333
-    return 2.317492770133333
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    if dtype == "fp32":
+        return 0.8
+    return None
 ''',
     },
     "ch05_linear_input_sets": {
