@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     check = commands.add_parser("check", help="check one notebook, print each question's result")
     check.add_argument("notebook", type=Path)
     check.add_argument("--assignment", help="chapter (default: the notebook's file name)")
+    check.add_argument("--rubrics", action="store_true",
+                       help="show each written answer beside its model answer and rubric")
+    check.add_argument("--release", type=Path, default=build.RELEASE,
+                       help="the student release, when --source has no such chapter "
+                            "(default: notebooks/)")  # fmt: skip
     _grade_arguments(check)
     commands.add_parser("book", help="render solutions/ as a static HTML site in build/book/")
     scope = commands.add_parser("gradescope", help="write a Gradescope autograder.zip")

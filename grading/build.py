@@ -40,10 +40,15 @@ def tool_environment() -> dict[str, str]:
 
 
 def release(
-    names: list[str] | None = None, source: Path = SOURCE, target: Path = RELEASE
+    names: list[str] | None = None,
+    source: Path = SOURCE,
+    target: Path = RELEASE,
+    self_check: bool | None = None,
 ) -> list[Path]:
     """Regenerate the student release of every chapter (or of ``names``); returns the
-    notebooks written. A whole release also removes chapters no longer in the source."""
+    notebooks written. A whole release also removes chapters no longer in the source.
+    ``self_check`` (default: the course setting ``c.SelfCheck.rubrics``, off) also puts
+    the written answers' model answers and rubrics in the release."""
     known = chapters(source)
     if not known:
         raise FileNotFoundError(f"no chapters under {source} (expected NN_name/NN_name.ipynb)")
@@ -71,6 +76,18 @@ def release(
         for name in names:
             shutil.rmtree(target / name, ignore_errors=True)
             shutil.copytree(course / "release" / name, target / name)
+    if self_check is None:
+        from grading.course import self_check as setting
+
+        self_check = setting()
+    if self_check:  # off by default: the release is then nbgrader's, byte for byte
+        from grading.course import with_model_answers
+
+        for name in names:
+            path = target / name / f"{name}.ipynb"
+            nb = nbformat.read(path, as_version=4)
+            if with_model_answers(nb, nbformat.read(source / name / f"{name}.ipynb", 4)):
+                nbformat.write(nb, path)
     for name in names:
         written.extend(sorted((target / name).glob("*.ipynb")))
     return written

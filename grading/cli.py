@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import nbformat
+
 from grading import course, gradebook, grader, ingest, report, sandbox
 from grading.build import RELEASE
 
@@ -64,12 +66,14 @@ def grade_command(args: argparse.Namespace) -> int:
     if args.roster:
         lines = args.roster.read_text(encoding="utf-8").splitlines()
         roster = [ingest.safe_id(line) for line in lines if line.strip()]
+    # nbgrader's gradebook learns the assignment while the batch is graded
+    registration = gradebook.Registration(assignment, args.course, args.source)
     results = grader.grade_batch(
         assignment, args.course, roster, args.jobs, limits(args), isolated
     )
     manual = {}
     try:  # formgrader and `nbgrader export` for the written answers; grades stand without
-        gradebook.sync(results, assignment, args.course, args.source)
+        gradebook.sync(results, assignment, args.course, args.source, registration)
         manual = gradebook.manual_scores(args.course, assignment)
     except Exception as error:  # noqa: BLE001 - report and go on
         print(f"warning: nbgrader gradebook not updated: {error}", file=sys.stderr)
@@ -85,20 +89,55 @@ def grade_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def find_source(name: str, explicit: Path) -> tuple[Path, str]:
+def find_source(name: str, explicit: Path, release: Path = RELEASE) -> tuple[Path, str]:
     """The instructor's source if this checkout has it (all tests), else the release
     (visible tests only)."""
     if course.source_notebook(name, explicit).is_file():
         return explicit, "visible and hidden tests"
-    if course.source_notebook(name, RELEASE).is_file():
-        return RELEASE, "visible tests only"
-    raise FileNotFoundError(f"no chapter {name} under {explicit} or {RELEASE}")
+    if course.source_notebook(name, release).is_file():
+        return release, "visible tests only"
+    raise FileNotFoundError(f"no chapter {name} under {explicit} or {release}")
+
+
+UNANSWERED = "YOUR ANSWER HERE"
+
+
+def print_written(nb, assignment: course.Assignment, source: Path, show: bool) -> None:
+    """Each written answer beside its model answer and rubric (``--rubrics``): from the
+    source notebook when this checkout has it, else from a release made with the course
+    setting ``c.SelfCheck.rubrics`` on; otherwise a note that there are none here."""
+    if not assignment.written:
+        return
+    if not show:
+        print("written answers are graded by hand: add --rubrics to compare yours with the "
+              "model answers")  # fmt: skip
+        return
+    models = course.model_answers(nbformat.read(course.source_notebook(assignment.name, source),
+                                                as_version=4))  # fmt: skip
+    mine = {course.meta(c).get("grade_id"): c.source for c in nb.cells
+            if c.cell_type == "markdown"}  # fmt: skip
+    for written in assignment.written:
+        text = mine.get(written.grade_id, "").strip()
+        print(f"\n{written.grade_id} ({report.number(written.points)} points, graded by hand)")
+        print("  your answer:")
+        print(_indented(text if text and text != UNANSWERED else "(not answered yet)"))
+        model = models.get(written.grade_id)
+        if model is None:
+            print("  no model answer here: this release was made without self-check "
+                  "(the course setting c.SelfCheck.rubrics)")  # fmt: skip
+        else:
+            print("  model answer and rubric:")
+            print(_indented(model))
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    | {line}" for line in text.splitlines())
 
 
 def check_command(args: argparse.Namespace) -> int:
     name = args.assignment or args.notebook.stem
     try:
-        source, scope = find_source(name, args.source)
+        source, scope = find_source(name, args.source, args.release)
         isolated = use_sandbox(args, required=False)
         nb = grader.parse(Path(args.notebook).read_bytes())
     except (FileNotFoundError, grader.CorruptNotebook) as error:
@@ -119,4 +158,5 @@ def check_command(args: argparse.Namespace) -> int:
     print(f"autograded: {report.number(total)}/{report.number(assignment.max_auto)}"
           + (f" (+{report.number(assignment.max_written)} graded by hand)"
              if assignment.written else ""))  # fmt: skip
+    print_written(nb, assignment, source, args.rubrics)
     return 0 if total == assignment.max_auto else 1

@@ -18,6 +18,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
 
+CONFIG = Path(__file__).with_name("nbgrader_config.py")
+SOLUTION = re.compile(r"### BEGIN SOLUTION\n?(.*?)### END SOLUTION", re.S)
+
 
 @dataclass(frozen=True)
 class Exercise:
@@ -168,3 +171,42 @@ def release_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for preprocessor in (ClearSolutions(), ClearHiddenTests(), ClearOutput()):
         release, resources = preprocessor.preprocess(release, resources)
     return release
+
+
+def self_check(config: Path = CONFIG) -> bool:
+    """The course setting ``c.SelfCheck.rubrics`` in ``grading/nbgrader_config.py``: True
+    makes the release carry each written answer's model answer and rubric, for
+    ``python -m grading check --rubrics``. Off by default: a classroom release then holds
+    none."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    loaded = PyFileConfigLoader(config.name, path=str(config.parent)).load_config()
+    return loaded.get("SelfCheck", {}).get("rubrics", False) is True
+
+
+def model_answers(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """grade_id -> the model answer and rubric of each written answer, from the source
+    notebook (what lies between ``### BEGIN SOLUTION`` and ``### END SOLUTION``), or from
+    a release made with the setting on (``metadata.self_check.model_answer``)."""
+    found = {}
+    for cell in nb.cells:
+        info = meta(cell)
+        if cell.cell_type != "markdown" or not (info.get("grade") and info.get("solution")):
+            continue
+        embedded = cell.get("metadata", {}).get("self_check", {})
+        if isinstance(embedded, dict) and isinstance(embedded.get("model_answer"), str):
+            found[info["grade_id"]] = embedded["model_answer"]
+        elif "### BEGIN SOLUTION" in cell.source:
+            found[info["grade_id"]] = "\n".join(SOLUTION.findall(cell.source)).strip()
+    return found
+
+
+def with_model_answers(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> bool:
+    """Put the source's model answers in the release's written cells (cell metadata, which
+    nbgrader's checksums do not cover); True if there were any."""
+    answers = model_answers(source)
+    for cell in release.cells:
+        grade_id = meta(cell).get("grade_id")
+        if cell.cell_type == "markdown" and grade_id in answers:
+            cell.metadata["self_check"] = {"model_answer": answers[grade_id]}
+    return bool(answers)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -45,16 +46,45 @@ def register(assignment: Assignment, course: Path, source: Path) -> None:
         )  # fmt: skip
 
 
+class Registration:
+    """:func:`register`, once per source notebook, in a thread of its own: ``grade``
+    starts it before the batch (nbgrader's ``generate_assignment`` takes seconds, most of
+    them importing), and :func:`sync` waits for it."""
+
+    def __init__(self, assignment: Assignment, course: Path, source: Path):
+        self.error: Exception | None = None
+        marker = course / f".registered-{assignment.name}"
+        self.thread = None
+        if not (marker.is_file() and marker.read_text() == assignment.digest):
+            self.thread = threading.Thread(target=self._run, daemon=True,
+                                           args=(assignment, course, source, marker))  # fmt: skip
+            self.thread.start()
+
+    def _run(self, assignment: Assignment, course: Path, source: Path, marker: Path) -> None:
+        try:
+            register(assignment, course, source)
+            write_atomically(marker, assignment.digest)
+        except Exception as error:  # noqa: BLE001 - raised by wait(), in the caller
+            self.error = error
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def sync(
-    results: list[StudentResult], assignment: Assignment, course: Path, source: Path
+    results: list[StudentResult],
+    assignment: Assignment,
+    course: Path,
+    source: Path,
+    registration: Registration | None = None,
 ) -> None:
     """Write autograded notebooks and scores for formgrader; keep manual scores."""
     from grading.report import graded_notebook
 
-    marker = course / f".registered-{assignment.name}"
-    if not (marker.is_file() and marker.read_text() == assignment.digest):
-        register(assignment, course, source)
-        write_atomically(marker, assignment.digest)
+    (registration or Registration(assignment, course, source)).wait()
     with warnings.catch_warnings(), Gradebook(db_url(course)) as gb:
         # nbgrader's own update_or_create_submission trips SQLAlchemy's autoflush warnings
         warnings.simplefilter("ignore", SAWarning)

@@ -39,3 +39,9 @@ c.Execute.extra_arguments = [
     "--HistoryManager.hist_file=:memory:",
     "--IPKernelApp.outstream_class=grading.streams.StderrAsStdout",
 ]
+
+# Self-check of written answers: True makes `python -m grading release` put each written
+# answer's model answer and rubric into the release (cell metadata), so a learner working
+# alone can compare with `python -m grading check NOTEBOOK --rubrics`. Off for a classroom:
+# the release then holds no model answer. (nbgrader's own tools ignore this section.)
+c.SelfCheck.rubrics = False

@@ -223,11 +223,55 @@ def feedback_notebook(
 
 @functools.cache
 def _exporter():
-    """One exporter for the whole batch: loading its templates is the slow part."""
+    """One exporter for the whole batch. Most cells of a feedback page are the same for
+    every student (the chapter's text, the setup and the tests), so the costly per-cell
+    filters (syntax highlighting, markdown, bleach's sanitiser) remember their results;
+    and the page is not parsed again by BeautifulSoup (nbconvert's pass that adds
+    ``alt`` text to images and ``tabindex`` to lab-template cells: feedback pages have
+    neither). Together most of a page's time."""
+    from jinja2 import pass_context
     from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters import Highlight2HTML, clean_html
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
-    return HTMLExporter(template_name="classic", exclude_input_prompt=True,
+    seen: dict[tuple, str] = {}
+
+    def remember(key: tuple, make) -> str:
+        if key not in seen:
+            seen[key] = make()
+        return seen[key]
+
+    class Feedback(HTMLExporter):
+        def from_notebook_node(self, nb, resources=None, **kw):
+            info = nb.metadata.get("language_info", {})
+            lexer = info.get("pygments_lexer", info.get("name"))
+            highlight = Highlight2HTML(pygments_lexer=lexer, parent=self)
+
+            def highlight_code(source, language=None, metadata=None):
+                key = ("code", source, language, lexer, repr(metadata))
+                return remember(key, lambda: highlight(source, language, metadata))
+
+            self.register_filter("highlight_code", highlight_code)
+            resources = self._init_resources(resources)
+            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+
+    exporter = Feedback(template_name="classic", exclude_input_prompt=True,
                         exclude_output_prompt=True)  # fmt: skip
+    markdown = exporter.markdown2html
+
+    @pass_context
+    def markdown2html(context, source):
+        if context.get("cell", {}).get("attachments"):
+            return markdown(context, source)
+        return remember(("markdown", source), lambda: markdown(context, source))
+
+    exporter.register_filter("markdown2html", markdown2html)
+    exporter.register_filter("clean_html", lambda html: remember(
+        ("clean", str(html)), lambda: clean_html(html)))  # fmt: skip
+    return exporter
 
 
 def feedback_html(

@@ -14,16 +14,20 @@ runner (:mod:`grading.sandbox_runner`) before any student code runs.
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,9 +36,13 @@ import helpers
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
 TESTER_HOME = "/run/grader"
-# Imported once per submission by the zygote, before any student code: a speed-up only.
-PREIMPORT = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython",
-             "IPython.core.interactiveshell", "traitlets.config", "helpers.checks",
+# Imported once per grading thread by the template, before any student code: a speed-up
+# only (what an IPython shell and `%matplotlib inline` import lazily, too).
+PREIMPORT = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot",
+             "matplotlib.backends.backend_agg", "IPython", "IPython.core.interactiveshell",
+             "IPython.core.application", "IPython.core.completer", "IPython.core.magics",
+             "IPython.core.oinspect", "IPython.core.pylabtools", "matplotlib_inline.backend_inline",
+             "traitlets.config", "sqlite3", "bdb", "PIL.features", "helpers.checks",
              "helpers.notebook"]  # fmt: skip
 # System folders a Python process needs, bound read-only (symlinks are recreated).
 SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"]
@@ -158,7 +166,7 @@ def _environment(home: str) -> dict[str, str]:
 
 
 NOT_AN_ANSWER = "is not an answer: write it yourself"
-STARTUP_S = 120.0  # bubblewrap, Python and the imports, before the first question
+STARTUP_S = 120.0  # bubblewrap, Python and the imports (a new template), before a question
 GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and cleanup
 
 
@@ -167,8 +175,9 @@ def run(
 ) -> list[Outcome]:
     """Run every question of one submission; one Outcome per question, in order.
 
-    When the grading process itself dies or stops mid-question (the answer killed or
-    stopped its parent), that question is lost and a fresh sandbox runs the rest."""
+    Each call gets a fresh zygote, forked from this thread's warm template (started once,
+    see :class:`_Warm`). When the zygote dies or stops mid-question (the answer killed or
+    stopped its parent), that question is lost and a fresh zygote runs the rest."""
     if not questions:
         return []
     if sandbox and not shutil.which("bwrap"):
@@ -229,59 +238,156 @@ def _run_zygote(
                 _uids_free.append(uids["tester"])
 
 
-def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        report_path, log_path = Path(tmp, "report.jsonl"), Path(tmp, "log.txt")
-        report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        home = HOME if sandbox else str(Path(tmp, "home"))
-        if not sandbox:
+class _Warm:
+    """A sandbox whose runner (the template) has imported the heavy modules once and forks
+    a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
+    start-up (bubblewrap, Python, torch) is paid once per grading thread, not per
+    submission. The template never reads a submission; after each one it kills what is
+    left, removes what was written and, if anything else changed (its limits, a file it
+    keeps, a System V IPC object), ends: the grader then starts a fresh one."""
+
+    def __init__(self, sandboxed: bool, limits: Limits, users: bool):
+        self.folder = tempfile.TemporaryDirectory(prefix="grade-")
+        home = HOME if sandboxed else str(Path(self.folder.name, "home"))
+        if not sandboxed:
             os.mkdir(home)
-            if uids:  # the two users reach their own folders under it, nothing else here
-                os.chmod(tmp, 0o711)
-        job = {
-            "report_fd": report_fd,
-            "zygote_nonce": zygote_nonce,
-            "preimport": PREIMPORT + _imported(questions),
-            "sandboxed": sandbox,
-            "uids": uids,
-            "tester_home": TESTER_HOME if sandbox else None,
-            "first": first,
-            "limits": {"output": limits.output, "processes": limits.processes},
-            "questions": [
-                {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
-                for q, n in zip(questions, nonces, strict=True)
-            ],
-        }
-        command = _bwrap(limits) if sandbox else [sys.executable, "-I", str(RUNNER)]
-        stalled = False
+            if users:  # the two users reach their own folders under it, nothing else here
+                os.chmod(self.folder.name, 0o711)
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {"control_fd": theirs.fileno(), "preimport": PREIMPORT, "sandboxed": sandboxed,
+                  "tester_home": TESTER_HOME if sandboxed else None}  # fmt: skip
+        command = _bwrap(limits) if sandboxed else [sys.executable, "-I", str(RUNNER)]
+        with open(Path(self.folder.name, "log.txt"), "wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
+                env=_environment(home),
+                cwd=home if not sandboxed else "/",
+                start_new_session=True,
+            )
+        theirs.close()
         try:
-            with open(log_path, "wb") as log:
-                process = subprocess.Popen(
-                    command,
-                    stdin=subprocess.PIPE,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(report_fd,),
-                    env=_environment(home),
-                    cwd=home if not sandbox else "/",
-                    start_new_session=True,
-                )
-                try:
-                    process.stdin.write(json.dumps(job).encode())
-                    process.stdin.close()
-                except OSError:  # it died at once; what it reported says the rest
-                    pass
-                stalled = _watch(process, report_path, zygote_nonce, limits)
-        finally:
-            os.close(report_fd)
-        return _read_report(report_path, limit=limits.output), stalled
+            self.process.stdin.write(json.dumps(config).encode())
+            self.process.stdin.close()
+        except OSError:  # it died at once: the first submission finds out
+            pass
+        _everyone.add(self)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def submit(self, job: dict, preimport: list[str], report_fd: int) -> bool:
+        """Hand a job to a fresh zygote; False if the template is gone."""
+        with tempfile.TemporaryFile() as job_file:  # read by the zygote alone
+            job_file.write(json.dumps(job).encode())
+            job_file.flush()
+            job_file.seek(0)
+            try:
+                message = json.dumps({"preimport": preimport}).encode()
+                socket.send_fds(self.control, [message], [job_file.fileno(), report_fd])
+            except OSError:
+                return False
+        return True
+
+    def reply(self) -> dict | None:
+        """The template's word once the zygote has ended; None if the template is gone."""
+        try:
+            data = self.control.recv(1 << 16)
+            return json.loads(data) if data else None
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self.control.close()
+        self.folder.cleanup()
+        _everyone.discard(self)
+
+    def __del__(self) -> None:  # its grading thread has ended
+        try:
+            self.kill()
+        except BaseException:  # noqa: B036, S110 - never raise from a finaliser
+            pass
 
 
-def _watch(process: subprocess.Popen, report: Path, zygote_nonce: str, limits: Limits) -> bool:
-    """Wait for the zygote; stop it (and say so) when it makes no progress: nothing
-    started within STARTUP_S, or a question not done within its wall clock and GRACE_S."""
+_everyone: weakref.WeakSet[_Warm] = weakref.WeakSet()
+_warm = threading.local()  # per grading thread: bubblewrap dies with the thread that made it
+
+
+@atexit.register
+def _stop_everyone() -> None:
+    for warm in list(_everyone):
+        warm.kill()
+
+
+def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Warm:
+    key = (sandboxed, limits.disk, users)
+    pool = _warm.__dict__.setdefault("pool", {})
+    warm = pool.get(key)
+    if warm is None or not warm.alive():
+        if warm is not None:
+            warm.kill()
+        warm = pool[key] = _Warm(sandboxed, limits, users)
+    return warm
+
+
+def _discard(warm: _Warm) -> None:
+    pool = _warm.__dict__.get("pool", {})
+    for key, value in list(pool.items()):
+        if value is warm:
+            del pool[key]
+    warm.kill()
+
+
+def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
+    job = {
+        "zygote_nonce": zygote_nonce,
+        "preimport": PREIMPORT + _imported(questions),
+        "uids": uids,
+        "first": first,
+        "limits": {"output": limits.output, "processes": limits.processes},
+        "questions": [
+            {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
+            for q, n in zip(questions, nonces, strict=True)
+        ],
+    }
+    for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
+        warm = _checkout(sandbox, limits, uids is not None)
+        with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+            report_path = Path(tmp, "report.jsonl")
+            report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                sent = warm.submit(job, _imported(questions), report_fd)
+            finally:
+                os.close(report_fd)
+            stalled, reply = _watch(warm, report_path, zygote_nonce, limits) if sent else (
+                False, None)  # fmt: skip
+            records = _read_report(report_path, limit=limits.output)
+        if not (reply and reply.get("pristine")):
+            _discard(warm)
+        if records or stalled or reply is not None or attempt:
+            return records, stalled
+    return [], False
+
+
+def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
+    """Wait for the zygote; stop the sandbox (and say so) when it makes no progress:
+    nothing started within STARTUP_S, or a question not done within its wall clock and
+    GRACE_S. Returns whether it was stopped, and the template's reply (None: gone)."""
     deadline, size = time.monotonic() + STARTUP_S, -1
-    while process.poll() is None:
+    while True:
+        ready, _, _ = select.select([warm.control], [], [], 0.05)
+        if ready:
+            return False, warm.reply()
+        if not warm.alive():
+            return False, None
         if report.stat().st_size != size:
             size = report.stat().st_size
             ours = [r for r in _read_report(report, limits.output)
@@ -291,14 +397,8 @@ def _watch(process: subprocess.Popen, report: Path, zygote_nonce: str, limits: L
             elif ours:
                 deadline = time.monotonic() + GRACE_S  # the next start, or the end
         if time.monotonic() > deadline:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-            return True
-        time.sleep(0.05)
-    return False
+            warm.kill()
+            return True, None
 
 
 def _imported(questions: list[Question]) -> list[str]:
@@ -314,7 +414,8 @@ def _imported(questions: list[Question]) -> list[str]:
             if isinstance(node, ast.Import):
                 found += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.append(node.module)
+                found.append(node.module)  # and its submodules: `from helpers import memory`
+                found += [f"{node.module}.{alias.name}" for alias in node.names]
     return [name for name in dict.fromkeys(found) if name not in PREIMPORT]
 
 

@@ -1,11 +1,18 @@
 """Runs inside the sandbox: one submission's questions.
 
-Started by :mod:`grading.sandbox` as ``python -I sandbox_runner.py`` with the job (JSON) on
-stdin and the report file open on the fd the job names. Uses only the standard library and
-IPython (numpy and torch when an answer returns arrays), never anything of the course.
+Started by :mod:`grading.sandbox` as ``python -I sandbox_runner.py`` with its settings
+(JSON) on stdin and a control socket. Uses only the standard library and IPython (numpy
+and torch when an answer returns arrays), never anything of the course.
 
-The zygote (this process) imports the heavy modules once. For each question it forks two
-processes joined by a socket:
+This process, the **template**, imports the heavy modules once and then serves one
+submission after another: for each, the grader sends the report file and the job (two
+file descriptors) and the template forks a **zygote**, which alone reads the job (so the
+template's memory, inherited by every later zygote, holds no student's work). After the
+zygote ends, the template kills what is left, removes what was written and compares its
+limits, its folders and the System V IPC objects with how they were before any student
+code; on any difference it says so and ends, and the grader starts a fresh sandbox.
+
+For each question the zygote forks two processes joined by a socket:
 
 * the **answer** process runs the instructor's setup cell and the student's answer cell,
   then only serves calls to what the answer defined. It has no report file.
@@ -16,8 +23,10 @@ processes joined by a socket:
   an opaque stand-in that equals nothing). Student code never runs here, so it cannot patch
   the checks, forge output or reach the nonce; the tester alone writes ``pass`` with it.
 
-The zygote and both children are not dumpable, so the answer process cannot ptrace them or
-take their file descriptors. A crash, hang or limit costs only that question.
+The template, the zygote and both children are not dumpable, so the answer process cannot
+ptrace them or take their file descriptors. A crash, hang or limit costs only that
+question; a zygote killed by student code costs the question it was in, and a fresh one
+forked from the template grades the rest.
 """
 
 import base64
@@ -38,6 +47,7 @@ import struct
 import sys
 import tempfile
 import time
+import traceback
 import types
 
 REPORT_FD = 3  # replaced by the job's report_fd
@@ -496,8 +506,8 @@ def fork(body, index):
 
 def leftovers(sandboxed):
     """Live processes left over from a question: in the sandbox's PID namespace, every one
-    but its init and the zygote; without a sandbox, the zygote's descendants (orphans come
-    back to it, a subreaper)."""
+    but its init, this process and its parents (the zygote's template); without a sandbox,
+    this process's descendants (orphans come back to it, a subreaper)."""
     me, parents, states = os.getpid(), {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -508,9 +518,13 @@ def leftovers(sandboxed):
         except OSError:
             continue
         parents[int(entry)], states[int(entry)] = int(fields[1]), fields[0]
+    spare, up = {1, me}, os.getppid()
+    while sandboxed and up > 1 and up not in spare:
+        spare.add(up)
+        up = parents.get(up, 0)
     found = []
     for pid in parents:
-        if pid in (1, me) or states[pid] in ("Z", "X"):
+        if pid in spare or states[pid] in ("Z", "X"):
             continue
         if sandboxed:
             found.append(pid)
@@ -526,7 +540,7 @@ def leftovers(sandboxed):
 
 def sweep(sandboxed):
     """Kill and reap whatever a question left running (a daemon that escaped its session,
-    a fork bomb), so it cannot slow or attack the next question."""
+    a fork bomb), so it cannot slow or attack the next question. True when none is left."""
     for _ in range(500):
         pids = leftovers(sandboxed)
         for pid in pids:
@@ -541,13 +555,14 @@ def sweep(sandboxed):
             except ChildProcessError:
                 break
         if not pids:
-            return
+            return True
         time.sleep(0.01)
+    return False
 
 
-def clean(index, keep):
-    """Remove the question's folders and anything else it left in the home and /tmp."""
-    for root in scratch_roots(index).values():
+def clean(keep, index=None):
+    """Remove the question's folders and anything else left in the home and /tmp."""
+    for root in scratch_roots(index).values() if index is not None else ():
         shutil.rmtree(root, ignore_errors=True)
     for folder, names in keep.items():
         for name in set(os.listdir(folder)) - names:
@@ -572,42 +587,144 @@ def tester_child(index, question, own, other, nonce):
     tester_process(index, question, own, nonce)
 
 
-def main():
-    global REPORT_FD, ZYGOTE_HOME, TESTER_HOME
-    job = json.loads(sys.stdin.read())
-    sys.stdin = open(os.devnull)
-    REPORT_FD = job["report_fd"]
-    ZYGOTE_HOME = os.environ["HOME"]
-    TESTER_HOME = job.get("tester_home") or ""
-    non_dumpable()
-    output = job["limits"]["output"]
-    resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if os.getuid() != 0:  # root ignores RLIMIT_NPROC
-        processes = job["limits"]["processes"]
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    for name in job["preimport"]:
+def preimport(names):
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # optional speed-up only; the setup cell reports real failures
             pass
-    sandboxed = job.get("sandboxed", False)
-    if job.get("uids"):  # grading as root: the two processes get users of their own
-        UIDS.update(job["uids"])
-        PROCESSES[0] = job["limits"]["processes"]
-        os.chmod("/tmp", 0o1777)
+
+
+def subreaper():
     try:
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
     except (OSError, AttributeError):
         pass
-    # What the zygote has in its home (and the sandbox's /tmp) before any student code: the
-    # rest is removed after each question, so a disk filled by one costs only that one.
-    folders = [ZYGOTE_HOME] + (["/tmp"] if sandboxed else [])
+
+
+def state(folders):
+    """What could carry over from one submission to the next: this process's limits (an
+    answer running as the same user can lower them), every entry under the folders, and
+    System V IPC objects (they outlive their processes)."""
+    found = [tuple(resource.getrlimit(getattr(resource, name)))
+             for name in sorted(dir(resource)) if name.startswith("RLIMIT_")]  # fmt: skip
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            for name in sorted(dirs + files):
+                try:
+                    info = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                found.append((root, name, info.st_mode, info.st_uid, info.st_size,
+                              info.st_mtime_ns))  # fmt: skip
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                found.append((kind, len(table.read().splitlines())))
+        except OSError:
+            pass
+    return found
+
+
+def warm_up():
+    """Create and drop one IPython shell that turns on inline figures, so each question's
+    shells find IPython's magics registered once and their modules imported (a few tenths
+    of a second per process). Only the instructor's words run here, in a folder removed
+    before any question."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    folder = tempfile.mkdtemp(dir=ZYGOTE_HOME)
+    try:
+        shell = make_shell(folder)
+        run(shell, "%matplotlib inline\n%config InlineBackend.figure_formats = ['png']")
+        type(shell).clear_instance()
+        InteractiveShell.clear_instance()
+    except Exception:  # a speed-up only
+        pass
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def serve(config):
+    """The template: import the heavy modules once, then for each submission the grader
+    asks for, fork a fresh zygote and, once it has ended, kill what it left, remove what it
+    wrote and check that nothing else changed. It never reads a submission (the zygote
+    alone reads the job), so no zygote's memory holds another student's work; when
+    anything did change, it says so and ends, and the grader starts a fresh sandbox."""
+    global ZYGOTE_HOME, TESTER_HOME
+    control = socket.socket(fileno=config["control_fd"])
+    ZYGOTE_HOME = os.environ["HOME"]
+    TESTER_HOME = config.get("tester_home") or ""
+    sandboxed = config["sandboxed"]
+    non_dumpable()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    preimport(config["preimport"])
+    warm_up()
+    subreaper()
+    if sandboxed and os.getuid() == 0:  # the answer's own user writes its /tmp
+        os.chmod("/tmp", 0o1777)
+    folders = [ZYGOTE_HOME]
+    if sandboxed:
+        folders += [f for f in ("/tmp", TESTER_HOME, "/dev/shm") if f and os.path.isdir(f)]
+    # What the template has in its folders before any student code: the rest is removed
+    # after each question, so a disk filled by one costs only that one.
     keep = {folder: set(os.listdir(folder)) for folder in folders}
+    clean_state = state(folders)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+        except OSError:
+            return
+        if not message or len(fds) != 2:  # the grader has gone
+            return
+        preimport(json.loads(message).get("preimport", []))  # the instructor's modules
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            os.setsid()  # apart from the template: a kill of the zygote's group spares it
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            try:
+                zygote(fds[0], fds[1], keep, sandboxed)
+            except BaseException:  # noqa: B036 - the parent decides from the report
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)  # no interpreter teardown (a second of torch's)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        pristine = sweep(sandboxed)
+        clean(keep)
+        pristine = pristine and state(folders) == clean_state
+        reply = {"exit": os.waitstatus_to_exitcode(status), "pristine": pristine}
+        try:
+            control.send(json.dumps(reply).encode())
+        except OSError:
+            return
+        if not pristine:
+            return
+
+
+def zygote(job_fd, report_fd, keep, sandboxed):
+    """One submission's questions: for each, fork the tester and the answer process."""
+    global REPORT_FD
+    with os.fdopen(job_fd, "rb") as job_file:
+        job = json.loads(job_file.read())
+    REPORT_FD = report_fd
+    output = job["limits"]["output"]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
+    if os.getuid() != 0:  # root ignores RLIMIT_NPROC
+        processes = job["limits"]["processes"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    preimport(job["preimport"])
+    if job.get("uids"):  # grading as root: the two processes get users of their own
+        UIDS.update(job["uids"])
+        PROCESSES[0] = job["limits"]["processes"]
+    subreaper()
     for index, question in enumerate(job["questions"]):
         if index < job.get("first", 0):
             continue
-        sys.stdout.flush()
         emit({"q": index, "zygote": job["zygote_nonce"], "start": True})
         nonce = question.pop("nonce")
         tester_end, answer_end = socket.socketpair()
@@ -621,7 +738,7 @@ def main():
             )  # fmt: skip
         except OSError as error:  # an earlier answer broke this zygote: the parent restarts
             emit({"q": index, "zygote": job["zygote_nonce"], "broken": describe(error)})
-            sys.exit(3)
+            return
         tester_end.close()
         answer_end.close()
         status, answer_status = wait(pids, time.monotonic() + question["limits"]["wall_s"])
@@ -631,10 +748,15 @@ def main():
         if status is not None:
             event["exit"] = os.waitstatus_to_exitcode(status)
         sweep(sandboxed)
-        clean(index, keep)
+        clean(keep, index)
         emit(event)
+
+
+def main():
+    config = json.loads(sys.stdin.read())
+    sys.stdin = open(os.devnull)
+    serve(config)
 
 
 if __name__ == "__main__":
     main()
-

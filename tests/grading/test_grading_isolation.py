@@ -9,11 +9,14 @@ grader must start a fresh one and go on)."""
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
+from pathlib import Path
 
 import pytest
 from grading_fixture import EXERCISES, SETUP, with_hidden_tests
 
-from grading import sandbox
+from grading import build, sandbox
 
 _, HONEST, _, VISIBLE, HIDDEN = EXERCISES["ch99_square"]
 HONEST = "def square(n):\n    return n * n"
@@ -158,3 +161,169 @@ def test_answer_and_tester_share_no_ipython_home_history_or_folders(isolated):
     q = sandbox.Question("import os", WHERE, APART, APART, ("where", "square"))
     (outcome,) = sandbox.run([q], sandbox.Limits(wall_s=30), sandbox=isolated)
     assert outcome.passed, outcome
+
+
+MARK = "answer-was-here"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory) -> dict:
+    """Files of the grading machine an answer may aim at: the host's /tmp (pytest's tmp
+    folder lives there), a course's output folder, the repository and $HOME. Only appends
+    and new files are tried, so a failure cannot destroy anything."""
+    folder = tmp_path_factory.mktemp("host")
+    grades = folder / "course" / "grades" / "99_demo"
+    grades.mkdir(parents=True)
+    (folder / "notes.txt").write_text("the host's own file\n")
+    (grades / "student.json").write_text('{"score": 0}\n')
+    existing = [folder / "notes.txt", grades / "student.json",
+                build.ROOT / "helpers" / "__init__.py", build.ROOT / "pyproject.toml"]  # fmt: skip
+    new = [folder / MARK, grades / MARK, build.ROOT / MARK, build.ROOT / "helpers" / MARK,
+           Path.home() / MARK, Path(tempfile.gettempdir()) / MARK]  # fmt: skip
+    assert not any(path.exists() for path in new)
+    return {"existing": {p: p.read_bytes() for p in existing}, "new": new,
+            "removable": [folder / "notes.txt", grades / "student.json"]}  # fmt: skip
+
+
+def writes_outside(host: dict) -> str:
+    appends = [str(p) for p in host["existing"]] + [str(p) for p in host["new"]]
+    return (
+        "import glob, os\n"
+        f"paths = {appends!r}\n"
+        "paths += glob.glob('/tmp/grade-*/*') + glob.glob('/tmp/pytest-of-*/**/*.json',\n"
+        "                                                 recursive=True)\n"
+        "for path in paths:\n    try:\n        with open(path, 'a') as out:\n"
+        f"            out.write({MARK!r})\n    except OSError:\n        pass\n"
+        f"for path in {[str(p) for p in host['removable']]!r}:\n"
+        "    try:\n        os.unlink(path)\n    except OSError:\n        pass\n" + WRONG
+    )  # fmt: skip
+
+
+def connects_to(port: int) -> str:
+    return ("import socket\ntry:\n"
+            f"    with socket.create_connection(('127.0.0.1', {port}), timeout=3) as peer:\n"
+            f"        peer.sendall({MARK.encode()!r})\n    reached = True\n"
+            "except OSError:\n    reached = False\n"
+            "def square(n):\n    return 0 if reached else n * n\n")  # fmt: skip
+
+
+def listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    return server
+
+
+def accepted(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+        return True
+    except BlockingIOError:
+        return False
+
+
+def test_answer_cannot_write_outside_the_sandbox_or_reach_the_host_by_loopback(host):
+    """An answer cell that appends to the host's files (the repository, a course's grades,
+    pytest's folder in the host's /tmp, $HOME), creates new ones or deletes some, and one
+    that connects to a socket the host listens on at 127.0.0.1: each is graded as its
+    answer deserves and the host sees nothing."""
+    server = listener()
+    try:
+        port = server.getsockname()[1]
+        questions = [question(writes_outside(host)), question(HONEST),
+                     question(connects_to(port)), question(HONEST)]  # fmt: skip
+        outcomes = sandbox.run(questions, LIMITS, sandbox=True)
+        assert [o.status for o in outcomes] == ["failed", "passed", "passed", "passed"], outcomes
+        assert not accepted(server)
+    finally:
+        server.close()
+    for path, content in host["existing"].items():
+        assert path.read_bytes() == content, path
+    assert not [path for path in host["new"] if path.exists()]
+
+
+def test_without_the_sandbox_the_loopback_probe_connects():
+    """The probe above has teeth: with --unsafe nothing isolates the network, the answer
+    reaches the host's socket and its own test fails."""
+    server = listener()
+    try:
+        questions = [question(connects_to(server.getsockname()[1]))]
+        (outcome,) = sandbox.run(questions, LIMITS, sandbox=False)
+        assert outcome.status == "failed", outcome
+        assert accepted(server)
+    finally:
+        server.close()
+
+
+# Reads this process's whole memory (heap, stacks, anonymous mappings) for a marker, with
+# a pattern that spells its hyphens \x2d so that the probe itself never holds the marker's
+# bytes. (The grader makes its processes not dumpable; the answer may undo that for itself.)
+SEEKS = ("import ctypes, re\n"
+         "def seen(*parts):\n"
+         "    needle = re.compile(rb'\\x2d'.join(re.escape(p.encode()) for p in parts))\n"
+         "    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # dumpable again: its /proc/self/mem\n"
+         "    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:\n"
+         "        for line in maps:\n"
+         "            fields = line.split()\n"
+         "            if 'r' not in fields[1] or (len(fields) > 5 and fields[5].startswith('/')):\n"
+         "                continue\n"
+         "            start, end = (int(x, 16) for x in fields[0].split('-'))\n"
+         "            for at in range(start, end, 1 << 24):\n"
+         "                try:\n"
+         "                    mem.seek(at)\n"
+         "                    chunk = mem.read(min(1 << 24, end - at) + 64)\n"
+         "                except (OSError, ValueError, OverflowError):\n"
+         "                    break\n"
+         "                if needle.search(chunk):\n"
+         "                    return True\n"
+         "    return False\n")  # fmt: skip
+
+
+def marked(name: str) -> str:
+    return f"# {'-'.join(['student', name, 'secret'])}\n{HONEST}"
+
+
+def probe(name: str, expected: bool) -> sandbox.Question:
+    test = f"assert found is {expected}, found\n" + VISIBLE
+    answer = SEEKS + f"found = seen('student', {name!r}, 'secret')\n" + HONEST
+    return sandbox.Question(SETUP, answer, test, test, ("square", "found"))
+
+
+def template() -> object:
+    """This thread's warm template (the sandbox keeps one per grading thread)."""
+    (warm,) = [w for key, w in sandbox._warm.pool.items() if key[0]]
+    return warm
+
+
+def test_a_reused_template_carries_no_student_work_into_the_next_submission():
+    """Two submissions in a row, through one warm template: the second one's processes
+    do not hold the first one's answers anywhere in memory, while a later question of the
+    same submission does find an earlier one's (the probe has teeth: each zygote holds
+    its own submission's job)."""
+    first = sandbox.run([question(marked("alice"))], LIMITS)
+    warm = template()
+    second = sandbox.run([probe("alice", False), question(marked("bob")), probe("bob", True)],
+                         LIMITS)  # fmt: skip
+    assert [o.status for o in first + second] == ["passed"] * 4, first + second
+    assert template() is warm and warm.alive()
+
+
+SHARED_MEMORY = ("import ctypes\nlibc = ctypes.CDLL(None)\n"
+                 "assert libc.shmget(0, 4096, 0o1000 | 0o666) >= 0\n")  # IPC_CREAT
+IPC_EMPTY = ("assert len(open('/proc/sysvipc/shm').read().splitlines()) == 1\n"
+             + VISIBLE)  # fmt: skip
+
+
+def test_a_submission_that_leaves_state_behind_gets_the_next_one_a_fresh_sandbox():
+    """A System V shared memory segment outlives its process: the template sees it after
+    the submission, ends, and the next submission runs in a fresh sandbox without it."""
+    sandbox.run([question(HONEST)], LIMITS)
+    warm = template()
+    (left,) = sandbox.run([question(SHARED_MEMORY + HONEST)], LIMITS)
+    assert left.passed, left
+    assert not warm.alive()
+    (after,) = sandbox.run([sandbox.Question(SETUP, HONEST, IPC_EMPTY, IPC_EMPTY, ("square",))],
+                           LIMITS)  # fmt: skip
+    assert after.passed, after
+    assert template() is not warm
