@@ -6,13 +6,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import html.parser
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import grading_fixture as fixture
 import nbformat
 import pytest
 
-from grading import course, sandbox
+from grading import build, course, sandbox
 
 SANDBOX = sandbox.bwrap_works()
 needs_bwrap = pytest.mark.skipif(
@@ -99,3 +102,25 @@ def page_text(path: Path) -> str:
 
     Text().feed(path.read_text(encoding="utf-8"))
     return "".join(parts)
+
+
+def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedProcess:
+    """Plain ``nbgrader validate``, run from grading/ so it reads the course config."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
+    return subprocess.run(command + (["--invert"] if invert else []), cwd=build.ROOT / "grading",
+                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def check_chapter_validates(chapter: str) -> None:
+    """The chapter's source passes every test under plain nbgrader, its release none.
+
+    These runs take up to minutes a chapter, and ``make test``'s ``--dist loadfile`` keeps
+    one file on one worker: so the chapters are split between test_grading_validate.py and
+    test_grading_validate_more.py."""
+    assert course.source_notebook(chapter, build.RELEASE).is_file(), "run `make release`"
+    source = nbgrader_validate(course.source_notebook(chapter, build.SOURCE))
+    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout
+    release = nbgrader_validate(course.source_notebook(chapter, build.RELEASE), invert=True)
+    assert "Success! The notebook does not pass any tests." in release.stdout, release.stdout

@@ -3,29 +3,20 @@ validates, the release fails every test, and stderr from an honest answer costs 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import nbformat
 import pytest
 from grading_fixture import NAME
-from grading_support import fill, release_of, solutions_of
+from grading_support import (
+    check_chapter_validates,
+    fill,
+    nbgrader_validate,
+    release_of,
+    solutions_of,
+)
 
 from grading import build, course
 
-ROOT = build.ROOT
 CHAPTERS = build.chapters()
-
-
-def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedProcess:
-    """Plain ``nbgrader validate``, run from grading/ so it reads the course config."""
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
-    command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
-    return subprocess.run(command + (["--invert"] if invert else []), cwd=ROOT / "grading",
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
 def test_fixture_validates_and_release_fails_every_test(demo):
@@ -45,10 +36,6 @@ def test_validate_passes_an_honest_answer_that_writes_to_stderr(demo, tmp_path):
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+@pytest.mark.parametrize("chapter", CHAPTERS[0::2])  # the others: test_grading_validate_more.py
 def test_chapter_validates_and_release_fails_every_test(chapter):
-    assert course.source_notebook(chapter, build.RELEASE).is_file(), "run `make release`"
-    source = nbgrader_validate(course.source_notebook(chapter, build.SOURCE))
-    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout
-    release = nbgrader_validate(course.source_notebook(chapter, build.RELEASE), invert=True)
-    assert "Success! The notebook does not pass any tests." in release.stdout, release.stdout
+    check_chapter_validates(chapter)
