@@ -1,13 +1,13 @@
-"""JupyterLab in a real browser: nbgrader's Validate button reports a chapter's blank release
-as failing and its solved notebook as passing.
+"""JupyterLab in a real browser: for every chapter, nbgrader's Validate button reports the
+blank release as failing and the release filled with the solutions as passing.
 
 Validating runs the notebook. A test cell depends only on the setup cell and its own answer
 cell (CONTRIBUTING.md), so each notebook is cut to its nbgrader cells (setup, answers, tests,
-written answers): what the grader scores, without the chapter's measurements. Even so one
-validation costs a kernel start and the setup cell's imports, about 35 s on a busy 2-core
-machine, so the button is pressed on ``VALIDATED`` only (18 presses for every chapter would
-take about 10 minutes, past the CI budget); every chapter's whole release and solution are
-validated by the CLI tests in tests/grading.
+written answers): what the grader scores, without the chapter's measurements. One press then
+costs a kernel start and the setup cell's imports (about 5 s on a quiet 2-core machine). The
+filled copy is the release with each answer cell's source taken from solutions/: what a
+student who solved everything submits, visible tests only. Every chapter's whole release and
+solution (hidden tests included) are validated by the CLI tests in tests/grading.
 
 Chromium comes from Debian (`make test` installs it); Playwright drives it. The shared
 fixtures (the browser, the JupyterLab server, the reused page) are in conftest.py.
@@ -17,9 +17,9 @@ import nbformat
 import pytest
 
 from grading.build import RELEASE, SOURCE
+from grading.course import meta
 
 CHAPTERS = sorted(p.parent.name for p in RELEASE.glob("*/*.ipynb"))
-VALIDATED = CHAPTERS[:1]  # CHAPTERS: every chapter, about 70 s each (see above)
 
 pytestmark = pytest.mark.browser
 
@@ -34,17 +34,28 @@ def graded_cells(path):
     return nb
 
 
+def filled_with_solutions(chapter: str):
+    """The chapter's cut release with every answer cell's source from solutions/."""
+    solved = {meta(cell)["grade_id"]: cell.source
+              for cell in graded_cells(SOURCE / chapter / f"{chapter}.ipynb").cells
+              if meta(cell).get("solution")}  # fmt: skip
+    nb = graded_cells(RELEASE / chapter / f"{chapter}.ipynb")
+    for cell in nb.cells:
+        if meta(cell).get("grade_id") in solved:
+            cell.source = solved[meta(cell)["grade_id"]]
+    return nb
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, lab_server, lab_page):
-    """One JupyterLab page over a scratch folder holding the validated chapters' releases
-    and solutions, cut to their graded cells."""
+    """One JupyterLab page over a scratch folder holding every chapter's release, blank and
+    filled, cut to their graded cells."""
     assert CHAPTERS, "no release notebooks: run make release"
     folder = tmp_path_factory.mktemp("lab")
-    for chapter in VALIDATED:
+    for chapter in CHAPTERS:
         nbformat.write(graded_cells(RELEASE / chapter / f"{chapter}.ipynb"),
                        folder / f"{chapter}-release.ipynb")  # fmt: skip
-        nbformat.write(graded_cells(SOURCE / chapter / f"{chapter}.ipynb"),
-                       folder / f"{chapter}-solved.ipynb")  # fmt: skip
+        nbformat.write(filled_with_solutions(chapter), folder / f"{chapter}-solved.ipynb")
     return lab_page(*lab_server(folder, ["--LabApp.expose_app_in_browser=True"]))
 
 
@@ -55,6 +66,16 @@ def test_the_cut_keeps_every_graded_cell():
         assert ids[0] == f"ch{chapter[:2]}_setup", ids[:1]
         assert any(i.endswith("_test") for i in ids), chapter
         assert all(cell.metadata.nbgrader.get("grade_id") for cell in nb.cells)
+
+
+def test_the_filled_copy_changes_only_answer_cells():
+    for chapter in CHAPTERS:
+        blank = graded_cells(RELEASE / chapter / f"{chapter}.ipynb")
+        filled = filled_with_solutions(chapter)
+        changed = [meta(a)["grade_id"] for a, b in zip(blank.cells, filled.cells, strict=True)
+                   if a.source != b.source]  # fmt: skip
+        answers = [meta(c)["grade_id"] for c in blank.cells if meta(c).get("solution")]
+        assert changed == answers, chapter  # every answer filled, nothing else touched
 
 
 def validate(lab, screenshot, notebook: str) -> str:
@@ -79,7 +100,7 @@ def validate(lab, screenshot, notebook: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("chapter", VALIDATED)
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_validate_button_fails_the_release_and_passes_the_solution(lab, screenshot, chapter):
     text = validate(lab, screenshot, f"{chapter}-release.ipynb")
     assert "failed" in text.lower() or "error" in text.lower(), text
