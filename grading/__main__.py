@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "release":
-        for path in build.release(args.chapters or None):
+        for path in build.release(args.chapters or None, progress=True):
             print(path.relative_to(build.ROOT))
     elif args.command == "outputs":
-        for path in build.outputs(args.chapters or None):
+        for path in build.outputs(args.chapters or None, progress=True):
             print(path.relative_to(build.ROOT))
     elif args.command == "grade":
         from grading.cli import grade_command

@@ -1,6 +1,7 @@
 """The static book (``python -m grading book``) in a real browser, offline: every page has
-a title, its images load, MathJax typesets the math, no widget placeholder or first-frame
-progress bar is left, and the console stays clean."""
+a title, its images load, MathJax typesets the math, every stored widget is drawn from its
+embedded state (explorers with their figure, progress bars full), no widget placeholder or
+first-frame progress bar is left, and the console stays clean."""
 
 from __future__ import annotations
 
@@ -10,17 +11,23 @@ import nbformat
 import pytest
 
 from grading import book
-from grading.build import SOURCE, chapters
+from grading.build import SOURCE, WIDGET_STATE, WIDGET_VIEW, chapters
 
 pytestmark = pytest.mark.browser
 
 PAGES = ["index", *chapters()]
 
 
-def stored_images(name: str) -> int:
+def stored(name: str) -> tuple[int, int, int]:
+    """(figures in the cells' own outputs, widget views, tqdm bars among them)."""
     nb = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
-    return sum("image/png" in out.get("data", {}) for cell in nb.cells
-               for out in cell.get("outputs", []))  # fmt: skip
+    outputs = [out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", [])]
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    views = [data[WIDGET_VIEW]["model_id"] for data in outputs if WIDGET_VIEW in data]
+    bars = [v for v in views if state[v]["model_name"] == "HBoxModel"
+            and any("%|" in str(data.get("text/plain", "")) for data in outputs
+                    if data.get(WIDGET_VIEW, {}).get("model_id") == v)]  # fmt: skip
+    return sum("image/png" in data for data in outputs), len(views), len(bars)
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +42,28 @@ def test_static_outputs_rewrites_placeholders_and_first_frames():
     widget = nbformat.v4.new_output("display_data", {"text/plain": "interactive(children=(Dro…"})
     bar = {"text/plain": "sweep:   0%|          | 0/20 [00:00<?, ?it/s]"}
     error = nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])
+    view = {"model_id": "1" * 32, "version_major": 2, "version_minor": 0}
+    embedded = nbformat.v4.new_output(
+        "display_data", {"text/plain": "interactive(children=(Dro…", WIDGET_VIEW: view})
+    embedded_bar = nbformat.v4.new_output("display_data", {**bar, WIDGET_VIEW: view})
     nb.cells = [
         nbformat.v4.new_code_cell(outputs=[widget]),
         nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", bar)]),
         nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", bar), error]),
+        nbformat.v4.new_code_cell(outputs=[embedded]),
+        nbformat.v4.new_code_cell(outputs=[embedded_bar]),
     ]
+    nb.metadata.widgets = {WIDGET_STATE: {"state": {"1" * 32: {"model_name": "VBoxModel"}}}}
     done = book.static_outputs(nb)
+    # No state for these views: the text fallbacks.
     assert "Interactive explorer" in done.cells[0].outputs[0].data["text/html"]
     assert done.cells[1].outputs[0].data["text/plain"] == "sweep: 100%|██████████| 20/20"
     # An interrupted loop's bar stays as stored: its final state is unknown.
     assert done.cells[2].outputs[0].data["text/plain"] == bar["text/plain"]
+    # Embedded state: the views stay for the widget manager; an explorer gets a note.
+    assert [out.data for out in done.cells[3].outputs[:1]] == [embedded.data]
+    assert "need a running kernel" in done.cells[3].outputs[1].data["text/html"]
+    assert [out.data for out in done.cells[4].outputs] == [embedded_bar.data]
 
 
 def test_a_folder_without_chapters_is_a_clear_error(tmp_path):
@@ -90,8 +109,21 @@ def test_page_renders_offline(page, site, screenshot, name):
             " && document.querySelectorAll('.MathJax_CHTML').length > 0",
             timeout=120_000,
         )
+        figures, views, bars = stored(name)
         # Every stored figure is on the page (the widget notes replaced text, not images).
-        assert page.locator("img").count() == stored_images(name)
+        assert page.locator("img:not(.jupyter-widgets img)").count() == figures
+        # The widget manager drew every stored widget view from the embedded state.
+        drawn = ".jupyter-widgets.jp-OutputArea-output > .widget-subarea > *"
+        page.wait_for_function(f"n => document.querySelectorAll('{drawn}').length === n",
+                               arg=views, timeout=60_000)  # fmt: skip
+        # Each explorer shows its figure; each tqdm bar its last frame, full.
+        explorers = page.locator(".widget-interact")
+        for i in range(explorers.count()):
+            assert explorers.nth(i).locator(".widget-output img").count() >= 1, f"explorer {i}"
+        progress = page.locator(".jupyter-widgets .widget-hprogress")
+        assert progress.count() == bars
+        for i in range(bars):
+            assert "100%" in progress.nth(i).locator("xpath=..").inner_text(), f"bar {i}"
     broken = page.evaluate(
         "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
         ".map(i => i.src.slice(0, 80))"
