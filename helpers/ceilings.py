@@ -269,13 +269,16 @@ def measure_ceilings(
     quick: bool = True,
     shapes: list[tuple[int, int, int]] | None = None,
     bandwidth_bytes: int | None = None,
+    progress: bool = False,
 ) -> Ceilings:
     """Measure this device's matmul ceiling for each dtype and its read bandwidth.
 
     ``shapes`` and ``bandwidth_bytes`` override the GEMMs tried and the streamed buffer's
     size (defaults: ``gemm_shapes`` and ``bandwidth_buffer_bytes``), e.g. for a fast test.
+    ``progress`` shows a bar with a step per dtype and one for the bandwidth (seconds each).
     """
     import torch
+    from tqdm.auto import tqdm
 
     from helpers import hardware
 
@@ -285,13 +288,19 @@ def measure_ceilings(
     flops: dict[str, float] = {}
     best_shape: dict[str, tuple[int, int, int]] = {}
     best_kernel: dict[str, str] = {}
-    for dtype in dtypes:
-        flops[dtype], best_shape[dtype], best_kernel[dtype] = measure_matmul_ceiling(
-            device, dtype, quick, shapes
-        )
-    buffer = stream_buffer(device, quick, bandwidth_bytes)
-    nbytes = buffer.numel() * buffer.element_size()
-    bandwidth = measure_bandwidth(device, quick, nbytes)
+    with tqdm(total=len(dtypes) + 1, desc="ceilings", disable=not progress) as bar:
+        for dtype in dtypes:
+            bar.set_postfix_str(f"{dtype} matmul")
+            flops[dtype], best_shape[dtype], best_kernel[dtype] = measure_matmul_ceiling(
+                device, dtype, quick, shapes
+            )
+            bar.update()
+        bar.set_postfix_str("bandwidth")
+        buffer = stream_buffer(device, quick, bandwidth_bytes)
+        nbytes = buffer.numel() * buffer.element_size()
+        bandwidth = measure_bandwidth(device, quick, nbytes)
+        bar.update()
+        bar.set_postfix_str("")
 
     name = device_name(device)
     chip = datasheet_chip(name)

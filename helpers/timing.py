@@ -613,18 +613,23 @@ def time_rotating(
 
 
 def cache_sweep_seconds(
-    device: str, buffer_bytes: int, copies: Sequence[int], min_run_time: float = 0.1
+    device: str,
+    buffer_bytes: int,
+    copies: Sequence[int],
+    min_run_time: float = 0.1,
+    progress: bool = False,
 ) -> list[float]:
     """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
     each number of ``copies`` (in the order given), with ``time_rotating``: no flush, since
-    the cache's effect is what chapter 4's explorer shows."""
+    the cache's effect is what chapter 4's explorer shows. ``progress`` shows a bar."""
     import torch
+    from tqdm.auto import tqdm
 
     if buffer_bytes < 4 or not copies or min(copies) < 1:
         raise ValueError("need buffer_bytes >= 4 and at least one count of copies, each >= 1")
     buffers: list[tuple[torch.Tensor]] = []
     seconds = []
-    for count in copies:
+    for count in tqdm(copies, desc="cache sweep", unit="size", disable=not progress):
         while len(buffers) < count:  # reuse the buffers made for smaller counts
             buffers.append((random_tensor((buffer_bytes // 4,), torch.float32, device),))
         seconds.append(time_rotating(torch.sum, buffers[:count], device, min_run_time))

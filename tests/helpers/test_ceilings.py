@@ -92,6 +92,15 @@ def measured() -> ceilings.Ceilings:
                                      bandwidth_bytes=16 * 2**20)  # fmt: skip
 
 
+def test_measuring_can_show_a_bar_that_ends_full(capsys):
+    ceilings.measure_ceilings("cpu", ("fp32",), shapes=SMALL_GEMMS[:1],
+                              bandwidth_bytes=2**20, progress=True)  # fmt: skip
+    bar = capsys.readouterr().err  # tqdm outside a notebook draws on stderr
+    assert "ceilings: 100%" in bar and "2/2" in bar, bar
+    ceilings.measure_ceilings("cpu", ("fp32",), shapes=SMALL_GEMMS[:1], bandwidth_bytes=2**20)
+    assert capsys.readouterr().err == ""  # no bar by default
+
+
 def test_measured_ceilings_are_labelled_and_complete(measured):
     assert measured.label == "measured"
     assert set(measured.matmul_flops) == set(measured.matmul_shape) == {"fp32", "bf16"}

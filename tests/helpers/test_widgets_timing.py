@@ -118,8 +118,11 @@ def test_sweep_plan_reaches_four_times_the_cache():
     assert copies[-1] * buffer >= 12 * MiB and copies[-2] * buffer < 12 * MiB
 
 
-def test_measured_cache_sweep_becomes_points():
-    seconds = timing.cache_sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01)
+def test_measured_cache_sweep_becomes_points(capsys):
+    seconds = timing.cache_sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01,
+                                         progress=True)  # fmt: skip
+    bar = capsys.readouterr().err
+    assert "cache sweep: 100%" in bar and "2/2" in bar, bar
     pts = widget.cache_points([1, 2], seconds, 64 * 1024)
     assert [p.copies for p in pts] == [1, 2]
     assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
