@@ -41,6 +41,7 @@ __all__ = [
     "device_memory_bytes",
     "datasheet_chip",
     "check_device",
+    "GEMMS_ENV",
     "gemm_shapes",
     "measure_matmul_ceiling",
     "stream_buffer",
@@ -54,6 +55,12 @@ torch_dtype = timing.torch_dtype  # here too, where chapters 4-5 first meet it
 
 MiB = 2**20
 GiB = 2**30
+
+GEMMS_ENV = "TEXTBOOK_CEILING_GEMMS"
+"""Environment variable that replaces the GEMMs ``gemm_shapes`` offers for the matmul
+ceiling, on every device and in both modes: comma-separated ``MxKxN`` shapes such as
+``1024x1024x1024``. For a test that needs a ceiling, not a good one: on a CPU without bf16
+arithmetic the default bf16 GEMMs take seconds per call (tests/browser/test_widgets.py)."""
 
 
 @dataclass(frozen=True)
@@ -198,9 +205,17 @@ def datasheet_chip(name: str) -> str | None:
 
 def gemm_shapes(device: str, quick: bool) -> list[tuple[int, int, int]]:
     """(m, k, n) GEMMs tried for the ceiling: large enough to be compute-bound, small
-    enough to run in a second or two on the device (a 2-core CPU does ~1e11 FLOP/s)."""
+    enough to run in a second or two on the device (a 2-core CPU does ~1e11 FLOP/s).
+    ``$TEXTBOOK_CEILING_GEMMS`` (``GEMMS_ENV``), if set, wins."""
     import torch
 
+    override = os.environ.get(GEMMS_ENV, "").strip()
+    if override:
+        parts = [part.strip() for part in override.split(",")]
+        if not all(re.fullmatch(r"[1-9]\d*x[1-9]\d*x[1-9]\d*", part) for part in parts):
+            raise ValueError(f"{GEMMS_ENV}={override!r} is not a list of GEMMs: give MxKxN "
+                             "shapes such as 1024x1024x1024,512x2048x1024")  # fmt: skip
+        return [tuple(int(size) for size in part.split("x")) for part in parts]
     if torch.device(device).type == "cpu":
         shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 1024, 2048)]
         return shapes if quick else shapes + [(4096, 4096, 4096), (4096, 4096, 1024)]

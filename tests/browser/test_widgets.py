@@ -5,9 +5,13 @@ change a dropdown), and see its output change.
 Running all of a chapter's cells in a browser takes minutes for the chapters that measure
 the device (4–7), over the CI budget for this suite. So each chapter is trimmed to its
 setup cell, the explorer's cell, and the cells that define what the explorer reads, found
-by reading the cells' code (``needed_cells``): chapter 5 still measures its sweep, chapter
-7 runs two cells. The callbacks themselves are tested without a browser in
-tests/helpers/test_widgets_*.py."""
+by reading the cells' code (``needed_cells``). Those cells run for real, measurements
+included: chapter 5 measures its ceilings and both sweeps, chapter 6 its ceilings, prefill
+and decode curves, chapter 7 runs two cells. One knob keeps them short: the matmul ceiling
+is measured on one 1024³ GEMM (``ceilings.GEMMS_ENV``), not on the larger GEMMs a reader's
+run uses, which take seconds per call in bf16 on a CPU without bf16 arithmetic (on a 2-core
+AMD EPYC, chapter 5's ceilings cell took 40 s, 2 s with the one GEMM). The callbacks
+themselves are tested without a browser in tests/helpers/test_widgets_*.py."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from grading.build import SOURCE, chapters
+from helpers import ceilings
 
 pytestmark = pytest.mark.browser
 
@@ -193,15 +198,15 @@ def trimmed(name: str):
     return nb
 
 
-# Explorers fed by a live measurement: their cells time the device for minutes in a browser
-# (about 150 s and 80 s here). Their callbacks run through real ipywidgets, with a redraw
-# racing from another thread, in tests/helpers/test_widgets_interact.py.
-MEASURED = {"05_matmuls", "06_ttft_tpot"}
+# Every chapter with an explorer: chapters 5 and 6 feed theirs a live measurement, which
+# runs here too (about 30–45 s each in a browser on a 2-core machine, under load).
 WIDGET_CHAPTERS = [
     name for name in chapters()
-    if name not in MEASURED
-    and explorer_cell(nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)) is not None
+    if explorer_cell(nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)) is not None
 ]  # fmt: skip
+
+# What the trimmed chapters run under: the CPU, as in CI, and one GEMM for the ceilings.
+LAB_ENV = {"TEXTBOOK_DEVICE": "cpu", ceilings.GEMMS_ENV: "1024x1024x1024"}
 
 # All code cells have run (or one failed), and the kernel is idle again.
 FINISHED = """() => {
@@ -242,8 +247,9 @@ def test_needed_cells_follows_names_through_the_cells():
 
 
 def test_every_chapter_with_an_explorer_is_tested():
-    assert {"01_flops", "02_bytes", "03_roofline", "04_timing", "07_batching", "08_serving",
-            "09_capstone"} <= set(WIDGET_CHAPTERS)  # fmt: skip
+    assert WIDGET_CHAPTERS == chapters() == [
+        "01_flops", "02_bytes", "03_roofline", "04_timing", "05_matmuls", "06_ttft_tpot",
+        "07_batching", "08_serving", "09_capstone"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +259,7 @@ def lab(tmp_path_factory, lab_server, lab_page):
     folder = tmp_path_factory.mktemp("widgets")
     for name in WIDGET_CHAPTERS:
         nbformat.write(trimmed(name), folder / f"{name}.ipynb")
-    env = {**os.environ, "TEXTBOOK_DEVICE": "cpu"}
+    env = {**os.environ, **LAB_ENV}
     return lab_page(*lab_server(folder, ["--LabApp.expose_app_in_browser=True"], env))
 
 
@@ -262,7 +268,8 @@ def test_explorer_responds(lab, screenshot, name):
     page = lab.page
     lab.open(f"{name}.ipynb")
     assert page.locator(".jp-OutputArea-output").count() == 0  # nothing stored satisfies it
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # Not awaited (evaluate would wait for its promise with no timeout): the FINISHED wait does.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     page.wait_for_function(FINISHED, timeout=240_000, polling=500)
     errors = page.locator("[data-mime-type='application/vnd.jupyter.error']")
     assert errors.count() == 0, errors.first.inner_text()

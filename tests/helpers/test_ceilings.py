@@ -135,3 +135,21 @@ def test_bandwidth_ceiling_is_the_best_measurement(measured):
     assert better.bandwidth == measured.bandwidth * 1.5
     assert better.bandwidth_method.endswith("best of 3 measurements")
     assert better.matmul_flops == measured.matmul_flops and better.date == measured.date
+
+
+def test_gemms_env_replaces_the_ceiling_gemms(monkeypatch):
+    monkeypatch.delenv(ceilings.GEMMS_ENV, raising=False)
+    assert (2048, 2048, 2048) in ceilings.gemm_shapes("cpu", quick=True)  # unset: defaults
+    monkeypatch.setenv(ceilings.GEMMS_ENV, "1024x1024x1024, 512x2048x256")
+    both = [(1024, 1024, 1024), (512, 2048, 256)]
+    assert ceilings.gemm_shapes("cpu", quick=True) == ceilings.gemm_shapes("cpu", False) == both
+    monkeypatch.setenv(ceilings.GEMMS_ENV, "64x32x16")
+    _, shape, _ = ceilings.measure_matmul_ceiling("cpu", "fp32")
+    assert shape == (64, 32, 16)
+
+
+@pytest.mark.parametrize("value", ["1024", "1024x1024", "0x8x8", "8x8x8,", "8*8*8", "8x8x8x8"])
+def test_gemms_env_refuses_what_is_not_a_list_of_shapes(monkeypatch, value):
+    monkeypatch.setenv(ceilings.GEMMS_ENV, value)
+    with pytest.raises(ValueError, match=f"{ceilings.GEMMS_ENV}=.*not a list of GEMMs"):
+        ceilings.gemm_shapes("cpu", quick=True)
