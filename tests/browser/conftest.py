@@ -155,8 +155,11 @@ class Lab:
         """Open ``path`` as the only tab, with a fresh console log, and wait for its kernel."""
         self.close_all()
         self.page.console.errors.clear()
+        # .then(() => 1): the command resolves to the notebook widget, which Playwright
+        # would serialize, seconds of CPU for a graph of thousands of objects.
         self.page.evaluate(
-            "p => window.jupyterapp.commands.execute('docmanager:open', {path: p})", path
+            "p => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 1)",
+            path,
         )
         self.page.wait_for_function(
             "p => window.jupyterapp.shell.currentWidget?.context?.path === p", arg=path,
