@@ -74,7 +74,9 @@ TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 nav.book { font: 14px sans-serif; padding: 8px 16px; border-bottom: 1px solid #ddd; }
 nav.book a { margin-right: 1.5em; }
 .book-widget { border: 1px dashed #888; padding: 8px 12px; background: #f6f8fa; }
-.jupyter-widgets .widget-label, .jupyter-widgets .widget-readout { font-family: sans-serif; }
+/* The widget manager's CSS expects JupyterLab's font variables, which a page lacks. */
+.widget-subarea .widget-label, .widget-subarea .widget-readout,
+.widget-subarea .widget-html-content { font-family: sans-serif; font-size: 13px; }
 </style>{% endblock extra_css %}
 {%- block body_header -%}{{ super() }}{{ resources.book_nav }}{%- endblock body_header -%}
 """
