@@ -58,7 +58,8 @@ outputs: env
 
 test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 tests
-	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --nbval solutions
+	@# kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.
+	PYTHONPATH=tests/plugins $(VENV)/bin/pytest -p kernel_retry -n $(JOBS) --dist loadfile --nbval solutions
 
 # The chapters as a static HTML site in build/book/ (MathJax comes from the npm registry).
 book: env

@@ -31,6 +31,7 @@ class LatencyBreakdown:
     output_tokens: int
     ttft_s: float
     decode_s: float
+    outside: str = ""  # where the request leaves the measured curves, "" if nowhere
 
     @property
     def e2e_s(self) -> float:
@@ -50,7 +51,8 @@ class LatencyBreakdown:
         return (f"prompt {self.prompt_tokens:,}, output {self.output_tokens:,}: TTFT "
                 f"{self.ttft_s * 1e3:,.1f} ms + {self.output_tokens - 1} × TPOT "
                 f"{self.mean_tpot_s * 1e3:,.2f} ms = {self.e2e_s:,.3f} s "
-                f"(prefill {share:.0%} of it)")  # fmt: skip
+                f"(prefill {share:.0%} of it)"
+                + (f"\nnot measured: {self.outside}" if self.outside else ""))  # fmt: skip
 
 
 def latency_breakdown(
@@ -59,12 +61,26 @@ def latency_breakdown(
     prompt_tokens: int,
     output_tokens: int,
 ) -> LatencyBreakdown:
-    """The request's breakdown read off the measured curves."""
+    """The request's breakdown read off the measured curves. Beyond a curve's ends
+    ``interpolate`` holds its end value, which is no measurement: ``outside`` says where."""
     positive_int(prompt_tokens, "prompt_tokens")
     positive_int(output_tokens, "output_tokens")
     ttft_s = latency.interpolate(ttft_curve, prompt_tokens)
     e2e_s = latency.predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens)
-    return LatencyBreakdown(prompt_tokens, output_tokens, ttft_s, e2e_s - ttft_s)
+    outside = []
+    shortest, longest = min(ttft_curve), max(ttft_curve)
+    if not shortest <= prompt_tokens <= longest:
+        held = shortest if prompt_tokens < shortest else longest
+        outside.append(f"TTFT held at its value for {held:,} prompt tokens (measured "
+                       f"{shortest:,}–{longest:,})")
+    last_context = prompt_tokens + output_tokens - 2  # the last decode step's cache
+    if output_tokens > 1 and not (min(tpot_curve) <= prompt_tokens
+                                  and last_context <= max(tpot_curve)):
+        outside.append(f"TPOT held at its end values past contexts {min(tpot_curve):,}–"
+                       f"{max(tpot_curve):,} (this request's steps see {prompt_tokens:,}–"
+                       f"{last_context:,})")
+    return LatencyBreakdown(prompt_tokens, output_tokens, ttft_s, e2e_s - ttft_s,
+                            "; ".join(outside))  # fmt: skip
 
 
 def draw_latency_breakdown(breakdown: LatencyBreakdown, ax) -> None:

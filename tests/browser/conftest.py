@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -46,14 +47,20 @@ def free_port() -> int:
 
 
 def start_lab(folder: Path, extra: list[str] = (), env: dict | None = None):
-    """Start JupyterLab on loopback over ``folder``; return (process, base url, token)."""
+    """Start JupyterLab on loopback over ``folder``; return (process, base url, token).
+    Its user settings live in a fresh folder that turns off the "Jupyter news" prompt,
+    which would otherwise cover the lower right of every screenshot."""
     port, token = free_port(), "browser-test"
+    settings = Path(tempfile.mkdtemp(prefix="lab-settings-"))
+    notification = settings / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    (notification / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
          "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
          f"--notebook-dir={folder}", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        env=env,
+        env={**(os.environ if env is None else env), "JUPYTERLAB_SETTINGS_DIR": str(settings)},
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

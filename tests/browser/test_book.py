@@ -100,15 +100,16 @@ def test_page_renders_offline(page, site, screenshot, name):
     page.goto((site / f"{name}.html").as_uri(), wait_until="load", timeout=120_000)
     assert page.title().strip(), "the page has no title"
     assert page.locator("h1").count() >= 1
+    # MathJax has typeset the page (the contents too: headings hold math): rendered math
+    # exists and its queue is empty.
+    page.wait_for_function(
+        "() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+        " && document.querySelectorAll('.MathJax_CHTML').length > 0",
+        timeout=120_000,
+    )
     if name == "index":
         assert page.locator("ol > li > a").count() == len(chapters())
     else:
-        # MathJax has typeset the page: rendered math exists and its queue is empty.
-        page.wait_for_function(
-            "() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-            " && document.querySelectorAll('.MathJax_CHTML').length > 0",
-            timeout=120_000,
-        )
         figures, views, bars = stored(name)
         # Every stored figure is on the page (the widget notes replaced text, not images).
         assert page.locator("img:not(.jupyter-widgets img)").count() == figures

@@ -34,9 +34,14 @@ def graded_cells(path):
     return nb
 
 
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
 def filled_with_solutions(chapter: str):
-    """The chapter's cut release with every answer cell's source from solutions/."""
-    solved = {meta(cell)["grade_id"]: cell.source
+    """The chapter's cut release with every answer cell's source from solutions/, less the
+    solution markers (a student's notebook has none)."""
+    solved = {meta(cell)["grade_id"]: "\n".join(line for line in cell.source.splitlines()
+                                                if line.strip() not in MARKERS)
               for cell in graded_cells(SOURCE / chapter / f"{chapter}.ipynb").cells
               if meta(cell).get("solution")}  # fmt: skip
     nb = graded_cells(RELEASE / chapter / f"{chapter}.ipynb")

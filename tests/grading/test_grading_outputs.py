@@ -4,6 +4,7 @@ change from run to run, and the release never carries it."""
 from __future__ import annotations
 
 import json
+import math
 
 import nbformat
 import pytest
@@ -86,3 +87,24 @@ def test_stored_widget_views_have_their_state(chapter):
     views = views_of(nb)
     assert views, f"{chapter} stores no widget view: rerun `make outputs`"
     assert set(views) <= set(state_of(nb)), chapter
+
+
+SLIDERS = {"FloatSliderModel", "IntSliderModel", "FloatLogSliderModel"}
+
+
+@pytest.mark.parametrize("chapter", build.chapters())
+def test_stored_sliders_sit_on_their_steps(chapter):
+    """A slider whose value is off its grid is moved to the nearest step as it is drawn,
+    and its explorer reruns: the book would show one value beside a view of another."""
+    nb = nbformat.read(build.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    for model in state_of(nb).values():
+        if model["model_name"] not in SLIDERS:
+            continue
+        slider = model["state"]
+        position = slider["value"]
+        if model["model_name"] == "FloatLogSliderModel":
+            position = math.log(position, slider.get("base", 10))
+        steps = (position - slider["min"]) / slider["step"]
+        assert slider["min"] <= position <= slider["max"], slider
+        assert abs(steps - round(steps)) < 1e-9, (
+            f"{slider.get('description')}: {slider['value']} is between two steps")

@@ -29,6 +29,20 @@ def test_breakdown_numbers_come_from_helpers_latency():
     assert latency_breakdown(TTFT, TPOT, 128, 1).decode_s == 0.0
 
 
+def test_a_request_beyond_the_measured_curves_says_so():
+    assert latency_breakdown(TTFT, TPOT, 128, 50).outside == ""  # inside both curves
+    b = latency_breakdown(TTFT, TPOT, 272, 50)
+    assert b.ttft_s == TTFT[256]  # held, not measured: the summary must say it
+    assert b.outside == "TTFT held at its value for 256 prompt tokens (measured 16–256)"
+    assert b.summary().endswith("\nnot measured: " + b.outside)
+    assert "TTFT held at its value for 16" in latency_breakdown(TTFT, TPOT, 8, 2).outside
+    late = latency_breakdown(TTFT, TPOT, 200, 4000)  # steps see contexts 200–4198
+    assert late.outside == "TPOT held at its end values past contexts 0–4,096 (this " \
+        "request's steps see 200–4,198)"
+    assert latency_breakdown(TTFT, TPOT, 200, 3898).outside == ""  # last context 4096
+    assert latency_breakdown(TTFT, {64: 0.06, 4096: 0.08}, 32, 2).outside.startswith("TPOT")
+
+
 def test_draw_makes_one_bar_per_segment():
     fig, ax = plt.subplots()
     b = latency_breakdown(TTFT, TPOT, 64, 10)
