@@ -22,11 +22,8 @@ def stored(name: str) -> tuple[int, int, int]:
     """(figures in the cells' own outputs, widget views, tqdm bars among them)."""
     nb = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
     outputs = [out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", [])]
-    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    views = [data[WIDGET_VIEW]["model_id"] for data in outputs if WIDGET_VIEW in data]
-    bars = [v for v in views if state[v]["model_name"] == "HBoxModel"
-            and any("%|" in str(data.get("text/plain", "")) for data in outputs
-                    if data.get(WIDGET_VIEW, {}).get("model_id") == v)]  # fmt: skip
+    views = [data for data in outputs if WIDGET_VIEW in data]
+    bars = [data for data in views if "%|" in str(data.get("text/plain", ""))]  # tqdm's text
     return sum("image/png" in data for data in outputs), len(views), len(bars)
 
 

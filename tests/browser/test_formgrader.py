@@ -10,6 +10,7 @@ import sys
 
 import nbformat
 import pytest
+from answers import filled, solutions
 from playwright.sync_api import expect
 
 from grading.build import RELEASE, ROOT, SOURCE, tool_environment
@@ -18,7 +19,6 @@ pytestmark = pytest.mark.browser
 
 CHAPTER = "01_flops"
 STUDENT = "alice"
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
 def written_answers() -> dict[str, tuple[str, float]]:
@@ -39,22 +39,10 @@ def written_answers() -> dict[str, tuple[str, float]]:
 
 def student_notebook() -> nbformat.NotebookNode:
     """The chapter as released, worked by a student: each code answer is the model solution
-    (its markers dropped), each written answer a paragraph of the student's own."""
-    solved = {
-        cell.metadata["nbgrader"]["grade_id"]: cell.source
-        for cell in nbformat.read(SOURCE / CHAPTER / f"{CHAPTER}.ipynb", as_version=4).cells
-        if cell.metadata.get("nbgrader", {}).get("solution")
-    }
-    written = written_answers()
-    nb = nbformat.read(RELEASE / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in written:
-            cell.source = written[grade_id][0]
-        elif cell.metadata.get("nbgrader", {}).get("solution"):
-            lines = solved[grade_id].splitlines()
-            cell.source = "\n".join(line for line in lines if line.strip() not in MARKERS)
-    return nb
+    (``answers``), each written answer a paragraph of the student's own."""
+    mine = {grade_id: text for grade_id, (text, _) in written_answers().items()}
+    release = nbformat.read(RELEASE / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    return filled(release, solutions(CHAPTER) | mine)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ fixtures (the browser, the JupyterLab server, the reused page) are in conftest.p
 
 import nbformat
 import pytest
+from answers import filled, solutions
 
-from grading.build import RELEASE, SOURCE
+from grading.build import RELEASE
 from grading.course import meta
 
 CHAPTERS = sorted(p.parent.name for p in RELEASE.glob("*/*.ipynb"))
@@ -34,21 +35,9 @@ def graded_cells(path):
     return nb
 
 
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-
-
 def filled_with_solutions(chapter: str):
-    """The chapter's cut release with every answer cell's source from solutions/, less the
-    solution markers (a student's notebook has none)."""
-    solved = {meta(cell)["grade_id"]: "\n".join(line for line in cell.source.splitlines()
-                                                if line.strip() not in MARKERS)
-              for cell in graded_cells(SOURCE / chapter / f"{chapter}.ipynb").cells
-              if meta(cell).get("solution")}  # fmt: skip
-    nb = graded_cells(RELEASE / chapter / f"{chapter}.ipynb")
-    for cell in nb.cells:
-        if meta(cell).get("grade_id") in solved:
-            cell.source = solved[meta(cell)["grade_id"]]
-    return nb
+    """The chapter's cut release, every answer cell solved (``answers``)."""
+    return filled(graded_cells(RELEASE / chapter / f"{chapter}.ipynb"), solutions(chapter))
 
 
 @pytest.fixture(scope="module")

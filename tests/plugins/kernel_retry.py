@@ -27,15 +27,15 @@ def retrying(start):
     kernel dies on start; any other error, and the last death, propagate."""
 
     def start_new_kernel(*args, **kwargs):
-        for attempt in range(1, ATTEMPTS + 1):
+        for attempt in range(1, ATTEMPTS):
             try:
                 return start(*args, **kwargs)
             except RuntimeError as error:
-                if DIED not in str(error) or attempt == ATTEMPTS:
+                if DIED not in str(error):
                     raise
                 log.warning("kernel died on start (attempt %d of %d); starting another",
                             attempt, ATTEMPTS)  # fmt: skip
-        raise AssertionError("unreachable")
+        return start(*args, **kwargs)  # the last attempt: its error propagates
 
     return start_new_kernel
 
