@@ -1,0 +1,81 @@
+"""Serving: one scheduler, a simulated engine and a real one (chapters 7-9).
+
+The package follows the rooms of a serving system:
+
+- ``trace``: requests and their arrivals (``Request``, ``poisson_trace``);
+- ``kv``: KV cache memory (``KVMemory``: paged blocks as vLLM's PagedAttention, or a
+  reservation per request as the systems before it), and the cost of moving a cache;
+- ``scheduler``: the static, continuous and chunked policies, and the block manager that
+  admits, grows, shares (prefix reuse) and preempts (by recompute) what each sequence holds;
+- ``steps``: step-time models (the roofline, tables measured on a device);
+- ``engine``: the simulated engine, the scheduler's steps on a virtual clock
+  (``simulate``, ``simulate_disaggregated``);
+- ``metrics``: TTFT, TPOT, ITL, SLO attainment and goodput (``Result``);
+- ``planner``: chapter 9's search over deployments;
+- ``spec``, ``studies``: speculative decoding by rejection sampling, the vLLM KV study;
+- ``bench``: ``python -m helpers.serving --bench`` and ``--kv``.
+
+Metrics follow vLLM's benchmark: TTFT = first token − arrival; TPOT = (e2e − TTFT)/(n − 1)
+for a request of n > 1 output tokens (NaN for n = 1); e2e = last token − arrival. Every
+simulation is deterministic: the same trace gives the same result, and ``poisson_trace``
+draws the same trace for the same seed. Every public name is importable from
+``helpers.serving``.
+"""
+
+from helpers.serving.engine import simulate, simulate_disaggregated
+from helpers.serving.kv import KVMemory, kv_capacity_tokens, kv_transfer_seconds
+from helpers.serving.metrics import Result, max_rate_under_slo
+from helpers.serving.planner import (
+    PLAN_BATCHES,
+    PLAN_BUDGETS,
+    PLAN_LOADS,
+    SCENARIO_FAMILIES,
+    Plan,
+    Scenario,
+    ServingConfig,
+    config_goodput,
+    config_report,
+    draw_scenario,
+    plan_candidates,
+    plan_serving,
+    serve_config,
+)
+from helpers.serving.scheduler import schedule_step
+from helpers.serving.spec import random_draft_pair, spec_monte_carlo
+from helpers.serving.steps import LinearSteps, RooflineSteps, Step, TableSteps
+from helpers.serving.studies import kv_usage_study
+from helpers.serving.trace import Request, check_trace, poisson_trace
+
+__all__ = [
+    "schedule_step",
+    "Request",
+    "poisson_trace",
+    "check_trace",
+    "Step",
+    "RooflineSteps",
+    "TableSteps",
+    "LinearSteps",
+    "KVMemory",
+    "kv_capacity_tokens",
+    "kv_transfer_seconds",
+    "Result",
+    "simulate",
+    "simulate_disaggregated",
+    "max_rate_under_slo",
+    "kv_usage_study",
+    "random_draft_pair",
+    "spec_monte_carlo",
+    "Scenario",
+    "ServingConfig",
+    "PLAN_BATCHES",
+    "PLAN_BUDGETS",
+    "PLAN_LOADS",
+    "plan_candidates",
+    "serve_config",
+    "config_goodput",
+    "config_report",
+    "Plan",
+    "plan_serving",
+    "SCENARIO_FAMILIES",
+    "draw_scenario",
+]

@@ -1,0 +1,273 @@
+"""The serving planner of chapter 9: a deployment in, a configuration out."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from helpers._validate import one_of
+from helpers.models import ModelConfig
+from helpers.serving.engine import simulate, simulate_disaggregated
+from helpers.serving.kv import (
+    KVMemory,
+    kv_capacity_tokens,
+    kv_transfer_seconds,
+)
+from helpers.serving.metrics import Result, max_rate_under_slo
+from helpers.serving.steps import RooflineSteps, Step
+from helpers.serving.trace import Request, poisson_trace
+
+# ------------------------------------------------------------------ the planner (chapter 9)
+#
+# Chapter 9's design problem and its "serving planner" explorer: a model, a chip, a request
+# mix, a load and TTFT/TPOT SLOs in; a configuration (the batch cap, a prefill chunk budget,
+# whether to split prefill and decode) out, checked with the simulators above. Two chips
+# throughout, as chapter 8 compared them: two colocated engines (requests dealt round-robin)
+# or one prefill and one decode engine joined by a link.
+
+PLAN_BATCHES = (16, 64, 256)
+PLAN_BUDGETS = (None, 512, 2048)  # None: whole prompts (Orca); else chunked (Sarathi-Serve)
+PLAN_LOADS = (1.0, 1.5, 2.0, 3.0)  # goodput is searched at these multiples of the load
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A deployment to plan (chapter 9): ``model`` and ``chip`` (names of ``models`` and
+    ``hardware``), ``dtype`` of weights, activations and KV cache, ``chips`` (2: the pair
+    chapter 8 compared), the ``link`` between them (GB/s, for a disaggregated pair), the
+    request mix (geometric lengths with these means, each capped at 4× its mean), the load
+    (``rate`` requests/s offered to the pair), and the SLOs: ``share`` of requests must meet
+    TTFT ≤ ``ttft_slo`` and TPOT ≤ ``tpot_slo`` (seconds). ``requests`` and ``seed`` fix the
+    simulated trace, so every evaluation of a scenario is deterministic."""
+
+    model: str = "Qwen2.5-7B"
+    chip: str = "H100 SXM"
+    dtype: str = "bf16"
+    rate: float = 40.0
+    prompt_mean: float = 1024
+    output_mean: float = 256
+    ttft_slo: float = 0.5
+    tpot_slo: float = 0.010
+    share: float = 0.9
+    chips: int = 2
+    link_gb_per_s: float = 50.0
+    requests: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from helpers import hardware, models
+
+        models.get(self.model)
+        hardware.get(self.chip).peak(self.dtype)  # a chip without the dtype raises here
+        if self.chips < 2 or type(self.chips) is not int:
+            raise ValueError(f"chips must be an int >= 2, got {self.chips!r}")
+        for value, name in ((self.rate, "rate"), (self.ttft_slo, "ttft_slo"),
+                            (self.tpot_slo, "tpot_slo"), (self.link_gb_per_s, "link")):
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")  # fmt: skip
+        if not 0 < self.share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {self.share!r}")
+
+    def trace(self, rate: float | None = None) -> list[Request]:
+        """The scenario's requests at ``rate`` (default: its own load); same seed, so a
+        higher rate is the same requests arriving closer together."""
+        return poisson_trace(self.requests, self.rate if rate is None else rate,
+                             self.prompt_mean, self.output_mean, seed=self.seed,
+                             max_prompt=round(4 * self.prompt_mean),
+                             max_output=round(4 * self.output_mean))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """What the planner chooses (chapter 9): ``max_batch`` sequences per engine,
+    ``token_budget`` (chunked prefill's tokens per iteration, Sarathi-Serve; None: whole
+    prompts, as Orca) and ``disaggregate`` (one prefill engine, the other chips decode, as
+    DistServe and Splitwise; the budget then caps the prefill engine's batch)."""
+
+    max_batch: int
+    token_budget: int | None = None
+    disaggregate: bool = False
+
+    def label(self) -> str:
+        layout = "prefill/decode split" if self.disaggregate else "colocated"
+        prefill = "whole prompts" if self.token_budget is None else (
+            f"prefill batch <= {self.token_budget}" if self.disaggregate
+            else f"chunks of {self.token_budget}")  # fmt: skip
+        return f"batch <= {self.max_batch}, {prefill}, {layout}"
+
+
+def plan_candidates(
+    batches: Sequence[int] = PLAN_BATCHES, budgets: Sequence[int | None] = PLAN_BUDGETS
+) -> list[ServingConfig]:
+    """The search space: every colocated (batch, budget) pair a chunked engine accepts
+    (budget > batch), and every batch disaggregated with whole prompts (chapter 9)."""
+    colocated = [ServingConfig(b, budget) for b in batches for budget in budgets
+                 if budget is None or budget > b]  # fmt: skip
+    return colocated + [ServingConfig(b, None, True) for b in batches]
+
+
+@functools.cache
+def _plan_engine(model: str, chip: str, dtype: str) -> tuple[ModelConfig, RooflineSteps, KVMemory]:
+    from helpers import hardware, models
+
+    cfg, hw = models.get(model), hardware.get(chip)
+    capacity = kv_capacity_tokens(cfg, hw.memory_bytes, dtype)
+    if capacity <= 0:
+        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory")
+    return cfg, RooflineSteps(cfg, hw, dtype), KVMemory(capacity)
+
+
+def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None = None) -> Result:
+    """Simulate ``scenario`` (at ``rate``, default its load) under ``config`` on the
+    roofline step model, paged KV memory beside the weights on every chip (chapter 9).
+    ValueError for a configuration the engine refuses (a chunk budget not above the batch)
+    or a request that cannot fit in one chip's KV memory."""
+    cfg, steps, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    trace = scenario.trace(rate)
+    if config.disaggregate:
+        bandwidth, dtype = scenario.link_gb_per_s * 1e9, scenario.dtype
+
+        def link(tokens: int) -> float:
+            return kv_transfer_seconds(cfg, tokens, bandwidth, dtype)
+
+        return simulate_disaggregated(trace, steps, steps, memory, memory, link,
+                                      prefill_budget=config.token_budget,
+                                      max_batch=config.max_batch,
+                                      decode_engines=scenario.chips - 1)  # fmt: skip
+    policy = "continuous" if config.token_budget is None else "chunked"
+    return simulate(trace, steps, memory, policy, max_batch=config.max_batch,
+                    token_budget=config.token_budget, engines=scenario.chips)  # fmt: skip
+
+
+def config_goodput(
+    scenario: Scenario, config: ServingConfig, loads: Sequence[float] = PLAN_LOADS
+) -> float:
+    """DistServe's goodput of ``config`` (``max_rate_under_slo``): the highest of the rates
+    ``scenario.rate`` × ``loads`` at which ``scenario.share`` of requests meet both SLOs,
+    the rates tried in increasing order until one falls short; 0.0 if the first does."""
+    return max_rate_under_slo(lambda rate: serve_config(scenario, config, rate),
+                              [scenario.rate * load for load in sorted(loads)],
+                              scenario.ttft_slo, scenario.tpot_slo, scenario.share)  # fmt: skip
+
+
+def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]:
+    """What ``config`` does at the scenario's load (chapter 9): SLO attainment, p90 TTFT
+    and TPOT (s), output tokens/s, the busiest engine's peak batch, and memory per chip:
+    the weights and the KV cache allocated on average over busy time (bytes)."""
+    from helpers.memory import kv_bytes_per_token, weight_bytes
+
+    cfg, _, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    result = serve_config(scenario, config)
+    tpot = result.tpot[~np.isnan(result.tpot)]
+    kappa = kv_bytes_per_token(cfg, scenario.dtype)
+    return {
+        "attainment": result.attainment(scenario.ttft_slo, scenario.tpot_slo),
+        "ttft_p90": float(np.percentile(result.ttft, 90)),
+        "tpot_p90": float(np.percentile(tpot, 90)) if len(tpot) else math.nan,
+        "throughput": result.throughput,
+        "peak_batch": result.max_running,
+        "weight_bytes": float(weight_bytes(cfg, scenario.dtype)),
+        "kv_bytes": result.kv_allocated_share * memory.capacity_tokens * kappa,
+        "memory_bytes": float(memory.capacity_tokens * kappa + weight_bytes(cfg, scenario.dtype)),
+    }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer: the ``best`` configuration (None if none meets the SLOs at
+    the load), its goodput, and every candidate's goodput and attainment at the load."""
+
+    best: ServingConfig | None
+    goodput: float
+    goodputs: dict[ServingConfig, float]
+    attainment: dict[ServingConfig, float]
+
+
+def plan_serving(
+    scenario: Scenario,
+    candidates: Sequence[ServingConfig] | None = None,
+    loads: Sequence[float] = PLAN_LOADS,
+) -> Plan:
+    """The reference search of chapter 9: simulate every candidate at the load, then, for
+    those that meet the SLOs there, find their goodput (``config_goodput``), and choose the
+    highest goodput; on a tie the higher attainment at the load, then the earlier candidate
+    (``plan_candidates`` lists smaller batches and colocated engines first). A candidate
+    the engine refuses counts as attaining nothing. Searches are cached (a Scenario is
+    immutable and every simulation deterministic)."""
+    candidates = tuple(plan_candidates() if candidates is None else candidates)
+    return _plan(scenario, candidates, tuple(loads))
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(scenario: Scenario, candidates: tuple, loads: tuple) -> Plan:
+    attainment, goodputs = {}, {}
+    for config in candidates:
+        try:
+            result = serve_config(scenario, config)
+        except ValueError:
+            attainment[config] = 0.0
+            continue
+        attainment[config] = result.attainment(scenario.ttft_slo, scenario.tpot_slo)
+        if attainment[config] >= scenario.share:
+            higher = [load for load in sorted(loads) if load > 1.0]  # it meets the load
+            goodputs[config] = max(scenario.rate, config_goodput(scenario, config, higher)
+                                   if higher else 0.0)  # fmt: skip
+    if not goodputs:
+        return Plan(None, 0.0, goodputs, attainment)
+    order = {config: index for index, config in enumerate(candidates)}
+    best = max(goodputs, key=lambda c: (goodputs[c], attainment[c], -order[c]))
+    return Plan(best, goodputs[best], goodputs, attainment)
+
+
+SCENARIO_FAMILIES = ("long prompts", "busy", "tight TPOT", "big model")
+_FAMILIES = {  # prompt and output means, TPOT SLO over a batch-32 step, load over capacity
+    "long prompts": (4096, 256, (1.5, 1.7), 0.4),
+    "busy": (1024, 256, (1.8, 2.2), 0.9),
+    "tight TPOT": (1024, 256, (1.05, 1.12), 0.4),
+    "big model": (1024, 256, (1.5, 1.7), 0.6),
+}
+
+
+def draw_scenario(seed: int, family: str | None = None) -> Scenario:
+    """A random deployment for chapter 9's design problem (its hidden tests draw one per
+    family at grading time, seeded from ``os.urandom``). ``family``: ``"long prompts"``
+    (several thousand tokens), ``"busy"`` (a load near what the pair can take), ``"tight
+    TPOT"`` (a TPOT SLO barely above a decode step), ``"big model"`` (Llama-3.1-70B on a
+    chip it fits); None: one of them at random. The model (a 7–8B one outside ``"big model"``),
+    the chip, the lengths (±25%), the SLOs and the load (±15%) are drawn; the TPOT SLO is
+    set from the roofline's decode step of 32 sequences, the TTFT SLO from the mean
+    prompt's prefill, the load from the pair's decode
+    capacity at batch 32; then, a little at a time, the load is lowered and the SLOs loosened
+    until some candidate of ``plan_candidates`` meets them. Each family makes a different
+    knob matter, so no one configuration is the best for all of them."""
+    rng = np.random.default_rng(seed)
+    family = SCENARIO_FAMILIES[int(rng.integers(len(SCENARIO_FAMILIES)))] if family is None \
+        else one_of(family, SCENARIO_FAMILIES, "family")  # fmt: skip
+    if family == "big model":
+        model, chip = "Llama-3.1-70B", str(rng.choice(["H200 SXM", "MI300X", "B200"]))
+    else:
+        model = str(rng.choice(["Qwen2.5-7B", "Llama-3.1-8B", "Mistral-7B-v0.1"]))
+        chip = str(rng.choice(["H100 SXM", "H200 SXM", "A100 80GB SXM"]))
+    prompt_mean, output_mean, (low, high), load = _FAMILIES[family]
+    prompt = int(prompt_mean * rng.uniform(0.75, 1.25))
+    output = int(output_mean * rng.uniform(0.75, 1.25))
+    _, steps, _ = _plan_engine(model, chip, "bf16")
+    step = steps(Step((), 32, 32 * (prompt + output // 2), 32))
+    prefill = steps(Step(((prompt, 0),), 0, 0, 1))
+    tpot_slo = step * rng.uniform(low, high)
+    ttft_slo = max(0.25, 8 * prefill) * rng.uniform(0.9, 1.1)
+    rate = 2 * 32 / step / output * load * rng.uniform(0.85, 1.15)
+    scenario = Scenario(model, chip, "bf16", round(float(rate), 2), prompt, output,
+                        round(float(ttft_slo), 4), round(float(tpot_slo), 5), 0.9, 2, 50.0, 100,
+                        int(rng.integers(1 << 30)))  # fmt: skip
+    for _ in range(30):  # lower the load, loosen the SLOs, until some candidate meets them
+        if plan_serving(scenario).best is not None:
+            return scenario
+        scenario = replace(scenario, rate=round(scenario.rate * 0.8, 2),
+                           ttft_slo=round(scenario.ttft_slo * 1.1, 4),
+                           tpot_slo=round(scenario.tpot_slo * 1.05, 5))  # fmt: skip
+    raise RuntimeError(f"no candidate meets the SLOs of {scenario}")  # not seen in tests

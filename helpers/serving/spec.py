@@ -1,0 +1,85 @@
+"""Speculative decoding by real rejection sampling (chapter 8)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from helpers._validate import non_negative_int, positive_int
+
+# --------------------------------------------------------------- speculative decoding
+
+
+def random_draft_pair(vocab: int, alpha: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A random target distribution p over ``vocab`` tokens and a draft q with acceptance
+    rate Σ min(p, q) = ``alpha`` (chapter 8). q mixes p with an unrelated random r,
+    q = λp + (1 − λ)r; the overlap rises with λ, so bisection finds the λ that gives α."""
+    positive_int(vocab, "vocab")
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(vocab))
+    r = rng.dirichlet(np.full(vocab, 0.1))
+
+    def overlap(lam: float) -> float:
+        return float(np.minimum(p, lam * p + (1 - lam) * r).sum())
+
+    if not overlap(0.0) <= alpha <= 1:
+        raise ValueError(f"alpha must be in [{overlap(0.0):.3f}, 1] for this pair, got {alpha!r}")
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if overlap(middle) < alpha else (low, middle)
+    lam = (low + high) / 2
+    return p, lam * p + (1 - lam) * r
+
+
+def spec_monte_carlo(
+    p: np.ndarray, q: np.ndarray, gamma: int, trials: int = 200_000, seed: int = 0
+) -> dict[str, float | np.ndarray]:
+    """Run speculative sampling's verification ``trials`` times (Leviathan et al. 2023,
+    Algorithm 1; chapter 8) and count what each target pass yields.
+
+    Each trial drafts γ tokens from q; draft token x is kept with probability
+    min(1, p(x)/q(x)) until the first rejection, which is replaced by a sample of the
+    residual norm(max(0, p − q)); if all γ are kept the target adds one more. Every
+    position uses the same (p, q), so acceptances are independent with rate α = Σ min(p, q),
+    the assumption behind ``latency.spec_expected_tokens``. Returns the mean tokens per
+    pass, α, the observed acceptance rate, and the empirical distribution of the first
+    token emitted (rejection sampling makes it p exactly).
+    """
+    non_negative_int(gamma, "gamma")
+    positive_int(trials, "trials")
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    if p.shape != q.shape or p.ndim != 1:
+        raise ValueError(f"p and q must be vectors of one shape, got {p.shape} and {q.shape}")
+    for name, dist in (("p", p), ("q", q)):
+        if (dist < 0).any() or not math.isclose(dist.sum(), 1.0, rel_tol=1e-9):
+            raise ValueError(f"{name} must be a probability distribution")
+    rng = np.random.default_rng(seed)
+    vocab = len(p)
+
+    def draw(dist: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
+        cdf = np.cumsum(dist)
+        return np.minimum(np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right"),
+                          vocab - 1)  # fmt: skip
+
+    alpha = float(np.minimum(p, q).sum())
+    if gamma == 0:
+        first = draw(p, trials)
+        tokens = np.ones(trials)
+        accepted_rate = math.nan
+    else:
+        drafts = draw(q, (trials, gamma))
+        accept = rng.random((trials, gamma)) * q[drafts] < p[drafts]
+        kept = np.where(accept.all(axis=1), gamma, np.argmin(accept, axis=1))
+        tokens = kept + 1
+        residual = np.maximum(p - q, 0)
+        first = np.where(accept[:, 0], drafts[:, 0], draw(residual / residual.sum(), trials)) \
+            if residual.sum() > 0 else drafts[:, 0]  # fmt: skip
+        accepted_rate = float(accept.mean())
+    return {
+        "tokens_per_pass": float(tokens.mean()),
+        "alpha": alpha,
+        "accepted_rate": accepted_rate,
+        "first_token_distribution": np.bincount(first, minlength=vocab) / trials,
+    }
