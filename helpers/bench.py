@@ -139,8 +139,9 @@ class SweepPoint:
     bound: str
     kernel: str = kernels.EAGER.name
     race_s: dict[str, float] = field(default_factory=dict)
-    """Each kernel's seconds for one call in the race that chose ``kernel`` (empty when only
-    one kernel was available): for choosing, not a measurement to quote."""
+    """Each kernel's median seconds over the interleaved rounds of the race that chose
+    ``kernel`` (empty when only one kernel was available): for choosing, not a measurement to
+    quote."""
     cache_defeat: str = "rotate"
     """How the weight was kept out of the cache: "rotate" (``copies`` weight copies) or
     "flush" (one copy, the cache streamed out before every timed call)."""

@@ -26,6 +26,7 @@ weight (packing) happens once, outside the timing, as it would at load time.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,10 +50,14 @@ __all__ = [
     "time_fastest",
 ]
 
-RANK_CALLS = 1
-"""Timed calls per kernel when choosing the fastest, after one warm-up call; the winner is
-then measured properly. Kernels worth choosing between differ by more than one call's noise,
-and ones that do not are equally good choices."""
+RANK_CALLS = 3
+"""Timed rounds when choosing the fastest kernel, after one warm-up call of each: every
+round times one call of each kernel in turn, and a kernel's race time is the median of its
+rounds; the winner is then measured properly. Interleaving spreads a burst of other work on
+the machine over every kernel instead of charging it to whichever was running, and the
+median of three drops one unlucky call: a single call per kernel made eager's decode gap
+look 1.8x where proper timing finds 1.14x, and sometimes crowned a kernel that proper timing
+puts below eager."""
 
 
 KERNELS_ENV = "TEXTBOOK_KERNELS"
@@ -171,18 +176,24 @@ def prepare_all(
             for kernel in linear_kernels(device, dtype)]  # fmt: skip
 
 
-def _best_of_calls(
-    fn: Callable[..., Any],
-    input_sets: Sequence[tuple[Any, ...]],
+def _interleaved_medians(
+    candidates: Sequence[tuple[LinearKernel, Sequence[tuple[Any, ...]]]],
     device: str,
     calls: int,
     flush: torch.Tensor | None = None,
-) -> float:
-    """Fastest of ``calls`` synchronized calls, after one warm-up call; each after a cache
+) -> dict[str, float]:
+    """Each candidate's median of ``calls`` synchronized calls, after one warm-up call of
+    each; the calls are taken in rounds (one of each kernel per round), each after a cache
     flush when ``flush`` is given, as the winner will be timed."""
-    inputs = itertools.cycle(input_sets)
-    timing.call_seconds(fn, next(inputs), device)
-    return min(timing.call_seconds(fn, next(inputs), device, flush) for _ in range(calls))
+    inputs = {kernel.name: itertools.cycle(sets) for kernel, sets in candidates}
+    for kernel, _ in candidates:
+        timing.call_seconds(kernel.run, next(inputs[kernel.name]), device)
+    seconds: dict[str, list[float]] = {kernel.name: [] for kernel, _ in candidates}
+    for _ in range(calls):
+        for kernel, _ in candidates:
+            seconds[kernel.name].append(
+                timing.call_seconds(kernel.run, next(inputs[kernel.name]), device, flush))
+    return {name: statistics.median(times) for name, times in seconds.items()}
 
 
 def fastest(
@@ -192,16 +203,18 @@ def fastest(
     flush: torch.Tensor | None = None,
 ) -> tuple[LinearKernel, dict[str, float]]:
     """The fastest kernel of ``candidates`` (each with its input sets, ``(x, prepared W)``
-    rotated as in ``timing.time_callable``), and each one's best-of-``calls`` seconds
-    (each call after a cache flush when ``flush``, a ``timing.flush_buffer``, is given).
+    rotated as in ``timing.time_callable``), and each one's median seconds over ``calls``
+    interleaved rounds (each call after a cache flush when ``flush``, a
+    ``timing.flush_buffer``, is given).
     Every candidate raced has been warmed up; a lone candidate is returned without being run
     (and an empty dict)."""
     if not candidates:
         raise ValueError("need at least one kernel to choose from")
     if len(candidates) == 1:
         return candidates[0][0], {}
-    seconds = {kernel.name: _best_of_calls(kernel.run, sets, device, calls, flush)
-               for kernel, sets in candidates}  # fmt: skip
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1, got {calls}")
+    seconds = _interleaved_medians(candidates, device, calls, flush)
     winner = min(candidates, key=lambda candidate: seconds[candidate[0].name])[0]
     return winner, seconds
 

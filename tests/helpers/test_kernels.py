@@ -110,3 +110,29 @@ def test_the_environment_can_restrict_the_kernels(monkeypatch):
     monkeypatch.setenv(kernels.KERNELS_ENV, "eager,turbo")
     with pytest.raises(ValueError, match="TEXTBOOK_KERNELS=.*unknown kernels turbo"):
         kernels.linear_kernels("cpu", "fp32", 1)
+
+
+def test_race_interleaves_its_rounds_and_ranks_on_the_median():
+    """One stalled call (a burst of other work) must not lose a kernel the race: each round
+    times one call of every kernel in turn, and a kernel's time is its median round."""
+    x, weight = torch.randn(8, 32), torch.randn(32, 32)
+    order = []
+
+    def recorded(name, pause):
+        def run(x, weight):
+            order.append(name)
+            if pause(len([n for n in order if n == name])):
+                time.sleep(0.05)
+            return kernels.EAGER.run(x, weight)
+
+        return kernels.LinearKernel(name, "", kernels.EAGER.prepare, run)
+
+    stalled_once = recorded("stalled once", lambda call: call == 2)  # its first timed call
+    always_slower = recorded("always slower", lambda call: call >= 2)
+    candidates = [(stalled_once, [(x, weight)]), (always_slower, [(x, weight)])]
+    winner, seconds = kernels.fastest(candidates, "cpu", calls=kernels.RANK_CALLS)
+    assert kernels.RANK_CALLS >= 3
+    assert winner is stalled_once, seconds
+    assert order == ["stalled once", "always slower"] * (1 + kernels.RANK_CALLS)
+    with pytest.raises(ValueError, match="calls must be at least 1"):
+        kernels.fastest(candidates, "cpu", calls=0)
