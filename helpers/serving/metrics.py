@@ -33,6 +33,7 @@ class Result:
     prefix_hit_tokens: int
     max_running: int
     extra: dict = field(default_factory=dict)
+    token_times: tuple[np.ndarray, ...] | None = None
 
     @property
     def ttft(self) -> np.ndarray:

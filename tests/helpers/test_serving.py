@@ -519,3 +519,28 @@ def test_roofline_decode_run_matches_single_steps():
         assert run == pytest.approx(one_by_one, rel=1e-12)
     table = serving.TableSteps({1: 0.01, 8: 0.02}, 0.0)
     assert list(table.decode_run(4, 100, 3)) == [table(Step((), 4, 100, 4))] * 3
+
+
+def test_a_request_preempted_on_a_decode_engine_recomputes_and_keeps_its_tokens():
+    # A and B: prompt 4, 9 output tokens, t = 0; 1 s steps, a free link. The prefill engine
+    # emits both first tokens at 1. The decode engine has 4 blocks of 4: each cache (4
+    # tokens, 1 block) takes a 2nd block for token 2 (all 4 used), and at 8 cached tokens
+    # (t = 5, both at token 5) needs a 3rd: B, the later admitted, is preempted (2 blocks
+    # freed, A takes 1). A ends at 9 (token 9), freeing 3 blocks. B recomputes its prompt and
+    # its 5 tokens, 9 tokens in [9, 10] (its token 6), then decodes 7, 8, 9: done at 13. The
+    # decode engine emits 8 tokens per request, 16 in all. With a free link this is the
+    # colocated engine's schedule on the same memory, which recomputes the same way.
+    trace = [Request(0.0, 4, 9), Request(0.0, 4, 9)]
+    one_second = LinearSteps(1.0, 0.0)
+    decode, log = recorded(one_second)
+    split = serving.simulate_disaggregated(trace, one_second, decode,
+                                           KVMemory(64, block_size=4),
+                                           KVMemory(16, block_size=4), lambda n: 0.0)  # fmt: skip
+    assert split.preemptions == 1
+    assert sum(step.heads for step in log) == 16
+    assert [step.prefill for step in log if step.prefill] == [((9, 0),)]
+    assert split.ttft == pytest.approx([1.0, 1.0])
+    assert split.e2e == pytest.approx([9.0, 13.0])
+    colocated = simulate(trace, one_second, KVMemory(16, block_size=4))
+    assert colocated.preemptions == 1
+    assert colocated.e2e == pytest.approx([9.0, 13.0])
