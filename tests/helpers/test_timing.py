@@ -101,16 +101,42 @@ def test_random_tensor_is_random_and_never_zero():
     assert not torch.equal(a, b)
 
 
-def test_rotation_makes_distinct_buffers_exceeding_the_real_llc():
+def test_cache_defeat_holds_for_the_cache_in_force():
+    """Whatever the cache (this host's, or ``TEXTBOOK_LLC_BYTES``: ``make test`` runs this
+    file at 8 MiB, 260 MiB and 1 GiB): a 4 MiB input set is rotated through distinct copies
+    that together exceed twice the cache while they number at most ``max_copies``, and is
+    flushed by a buffer of at least twice the cache beyond that."""
     llc = timing.last_level_cache_bytes("cpu")
-    sets = timing.rotating_inputs(
-        lambda: (timing.random_tensor((1024, 1024), torch.float32, "cpu"),), llc
-    )
     per_set = 1024 * 1024 * 4
-    assert len(sets) == math.ceil(2 * llc / per_set)
-    assert len({s[0].data_ptr() for s in sets}) == len(sets)  # no aliasing
-    assert sum(s[0].numel() * s[0].element_size() for s in sets) >= 2 * llc
-    assert not torch.equal(sets[0][0], sets[-1][0])  # different values, not one copy
+
+    def make():
+        return (timing.random_tensor((1024, 1024), torch.float32, "cpu"),)
+
+    sets, flush, plan = timing.cache_defeat_inputs(make, llc, "cpu")
+    copies = math.ceil(2 * llc / per_set)
+    if copies <= timing.MAX_COPIES:
+        assert (plan.method, plan.copies, flush) == ("rotate", copies, None)
+        assert len({s[0].data_ptr() for s in sets}) == len(sets) == copies  # no aliasing
+        assert sum(s[0].numel() * s[0].element_size() for s in sets) >= 2 * llc
+        if copies > 1:
+            assert not torch.equal(sets[0][0], sets[-1][0])  # different values, not one copy
+    else:
+        assert (plan.method, plan.copies, len(sets)) == ("flush", 1, 1)
+        assert flush.numel() * flush.element_size() >= 2 * llc
+        with pytest.raises(ValueError, match="max_copies=32.*cache_defeat_inputs"):
+            timing.rotating_inputs(make, llc)
+
+
+def test_rotation_makes_distinct_buffers_exceeding_the_cache():
+    """Against a cache it can rotate past (set here, not read from the host): 6 MiB needs
+    ceil(12 MiB / 4 MiB) = 3 distinct sets."""
+    sets = timing.rotating_inputs(
+        lambda: (timing.random_tensor((1024, 1024), torch.float32, "cpu"),), 6 * MiB
+    )
+    assert len(sets) == 3
+    assert len({s[0].data_ptr() for s in sets}) == 3
+    assert sum(s[0].numel() * s[0].element_size() for s in sets) >= 2 * 6 * MiB
+    assert not torch.equal(sets[0][0], sets[-1][0])
 
 
 def test_rotation_refuses_more_copies_than_the_bound():
@@ -346,7 +372,10 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_a_flush_makes_a_cached_read_read_memory(one_thread):
+def test_a_flush_makes_a_cached_read_read_memory(one_thread, monkeypatch):
+    """A physical effect, so against the host's real cache whatever ``TEXTBOOK_LLC_BYTES``
+    says: a flush of twice it evicts a 4 MiB buffer, of any cache size."""
+    monkeypatch.delenv(timing.LLC_ENV, raising=False)
     llc = timing.last_level_cache_bytes("cpu")
     x = timing.random_tensor((MiB,), torch.float32, "cpu")  # 4 MiB: fits an L2 or L3
     flush = timing.flush_buffer("cpu", math.ceil(timing.FLUSH_FACTOR * llc))
