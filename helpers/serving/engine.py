@@ -17,7 +17,7 @@ import numpy as np
 
 from helpers._validate import positive_int
 from helpers.serving.kv import KVMemory
-from helpers.serving.metrics import Result
+from helpers.serving.metrics import Result, TokenTimes
 from helpers.serving.scheduler import POLICIES, Scheduler, check_fits, check_policy
 from helpers.serving.steps import StepModel
 from helpers.serving.trace import Request, check_trace
@@ -30,13 +30,11 @@ LOOKAHEAD = 128  # decode steps timed at once at most: arrivals usually cut a st
 # then runs each stretch without arrivals, finishes or new blocks in one go.
 
 
-def scheduler_result(sch: Scheduler, ready: Sequence[float], ends: Sequence[float]) -> Result:
-    """A ``Result`` from a scheduler that has served its trace, ``ends[s]`` the time step s
-    ended: each request's token times are the ends of the steps it emitted in."""
+def scheduler_result(sch: Scheduler, ends: Sequence[float], emitted: Sequence[int]) -> Result:
+    """A ``Result`` from a scheduler that has served its trace: ``ends[s]`` the time step s
+    ended and ``emitted[s]`` the tokens it emitted."""
     trace, blocks = sch.trace, sch.blocks
     ends = np.asarray(ends, dtype=float)
-    tokens = tuple(np.concatenate([ends[a:b + 1] for a, b in ranges]) if ranges
-                   else np.empty(0) for ranges in sch.emits)  # fmt: skip
     capacity = blocks.memory.capacity_tokens  # a paged remainder under a block is waste
     cached = blocks.cached_prefix_blocks()  # prefixes kept for reuse
     busy = sch.busy
@@ -55,7 +53,9 @@ def scheduler_result(sch: Scheduler, ready: Sequence[float], ends: Sequence[floa
         # Both 0 once every request is done (a check that no memory leaks).
         extra={"held_at_end": blocks.total - blocks.free - cached,
                "stored_at_end": sch.stored - cached * blocks.block_size},  # fmt: skip
-        token_times=tokens,
+        token_times=TokenTimes([(ends, sch.emits)], [(0, i) for i in range(len(trace))]),
+        step_ends=ends,
+        step_tokens=np.asarray(emitted, dtype=np.int64),
     )
 
 
@@ -74,7 +74,8 @@ class _Engine:
         order = sorted(range(n), key=lambda i: ready[i])
         run_many = getattr(model, "decode_run", None)
         paged = sch.blocks.paged
-        ends: list[float] = []
+        ends: list[float] = []  # when each step ended
+        emitted: list[int] = []  # and how many tokens it emitted
         t, ptr = 0.0, 0
         while sch.done < n:
             while ptr < n and ready[order[ptr]] <= t:
@@ -103,6 +104,7 @@ class _Engine:
                 if bulk > 0:
                     t = float(stop[bulk - 1])
                     ends.extend(stop[:bulk].tolist())
+                    emitted.extend([sch.batch] * bulk)
                     sch.run_decodes(seconds[:bulk], taken, t)
                     continue
             sch.grow()
@@ -112,9 +114,10 @@ class _Engine:
                 raise ValueError(f"the step model returned {seconds!r} s for {step}")
             t += seconds
             ends.append(t)
+            emitted.append(step.heads)
             sch.complete(scheduled, t, seconds)
         sch.drain()
-        return scheduler_result(sch, ready, ends)
+        return scheduler_result(sch, ends, emitted)
 
 
 def _round_robin(order: Sequence[int], engines: int) -> list[list[int]]:
@@ -125,9 +128,10 @@ def _round_robin(order: Sequence[int], engines: int) -> list[list[int]]:
 
 def _run_pool(trace, ready, groups, steps, memory, policy, max_batch, budget, role,
               handoffs=None):  # fmt: skip
-    """Run one engine per group of request indices; per-request times in trace order."""
+    """Run one engine per group of request indices; per-request times in trace order, and
+    where each request's token times are (engine, its index there; -1 if none)."""
     first, finish = np.full(len(trace), math.nan), np.full(len(trace), math.nan)
-    tokens: list[np.ndarray] = [np.empty(0)] * len(trace)
+    where = [(-1, 0)] * len(trace)
     results = []
     for k, group in enumerate(groups):
         if not group:
@@ -142,12 +146,16 @@ def _run_pool(trace, ready, groups, steps, memory, policy, max_batch, budget, ro
         result = engine.run()
         first[group], finish[group] = result.first_token, result.finish
         for local, i in enumerate(group):
-            tokens[i] = result.token_times[local]
+            where[i] = (len(results), local)
         results.append(result)
-    return first, finish, tokens, results
+    return first, finish, where, results
 
 
-def _pooled(trace, first, finish, tokens, engines, extra) -> Result:
+def _parts(engines: Sequence[Result]) -> list:
+    return [part for e in engines for part in e.token_times._parts]
+
+
+def _pooled(trace, first, finish, engines, extra, token_times) -> Result:
     """One Result for requests served by several engines: KV shares are their means."""
     return Result(
         arrival=np.array([r.arrival for r in trace]),
@@ -163,7 +171,9 @@ def _pooled(trace, first, finish, tokens, engines, extra) -> Result:
         prefix_hit_tokens=sum(e.prefix_hit_tokens for e in engines),
         max_running=max((e.max_running for e in engines), default=0),
         extra=extra,
-        token_times=tuple(tokens),
+        token_times=token_times,
+        step_ends=np.concatenate([np.empty(0)] + [e.step_ends for e in engines]),
+        step_tokens=np.concatenate([np.empty(0, np.int64)] + [e.step_tokens for e in engines]),
     )
 
 
@@ -199,9 +209,10 @@ def simulate(
         return _Engine(trace, ready, steps, memory, policy, max_batch, token_budget,
                        "both").run()  # fmt: skip
     groups = _round_robin(range(len(trace)), engines)
-    first, finish, tokens, results = _run_pool(trace, ready, groups, steps, memory, policy,
-                                               max_batch, token_budget, "both")  # fmt: skip
-    return _pooled(trace, first, finish, tokens, results, {"engines": results})
+    first, finish, where, results = _run_pool(trace, ready, groups, steps, memory, policy,
+                                              max_batch, token_budget, "both")  # fmt: skip
+    return _pooled(trace, first, finish, results, {"engines": results},
+                   TokenTimes(_parts(results), where))  # fmt: skip
 
 
 def simulate_disaggregated(
@@ -257,17 +268,17 @@ def simulate_disaggregated(
 
     ready = [r.arrival for r in trace]
     groups = _round_robin(range(len(trace)), prefill_engines)
-    first, finish, tokens, fronts = _run_pool(trace, ready, groups, prefill_steps, prefill_memory,
+    first, finish, _, fronts = _run_pool(trace, ready, groups, prefill_steps, prefill_memory,
                                       "continuous", max_batch, prefill_budget, "prefill",
                                       [link(k) for k in range(prefill_engines)])  # fmt: skip
     decoding = sorted((i for i, r in enumerate(trace) if r.output > 1), key=lambda i: arrived[i])
     groups = _round_robin(decoding, decode_engines)
-    _, done, later, backs = _run_pool(trace, arrived, groups, decode_steps, decode_memory,
+    _, done, where, backs = _run_pool(trace, arrived, groups, decode_steps, decode_memory,
                                       "continuous", max_batch, None, "decode")  # fmt: skip
     finish[decoding] = done[decoding]
-    for i in decoding:  # the first token from the prefill engine, the rest from decode
-        tokens[i] = np.concatenate(([first[i]], later[i]))
-    result = _pooled(trace, first, finish, tokens, backs, {})
+    # The first token came from the prefill engine, the rest from a decode engine.
+    tokens = TokenTimes(_parts(backs), where, [np.array([f]) for f in first])
+    result = _pooled(trace, first, finish, backs, {}, tokens)
     return replace(
         result,
         steps=result.steps + sum(e.steps for e in fronts),
@@ -275,4 +286,6 @@ def simulate_disaggregated(
         preemptions=result.preemptions + sum(e.preemptions for e in fronts),
         prefix_hit_tokens=sum(e.prefix_hit_tokens for e in fronts),
         extra={"transfer_seconds": moving, "prefill": fronts, "decode": backs},
+        step_ends=np.concatenate([result.step_ends] + [e.step_ends for e in fronts]),
+        step_tokens=np.concatenate([result.step_tokens] + [e.step_tokens for e in fronts]),
     )

@@ -4,21 +4,57 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+WARMUP = 0.1  # share of requests, by arrival, dropped at each end of a steady-state window
+BATCHES = 10  # batch means for a standard error: consecutive groups of measured requests
+
+
+class TokenTimes(Sequence):
+    """Each request's token emission times (s), computed when asked: request i emitted at
+    the ends of the steps in its ``ranges`` (inclusive step ranges of one engine whose step
+    ends are ``ends``), after the times in its ``before`` (tokens from another engine, e.g.
+    the first token from a prefill engine). Engines build it; ``Result.itl`` reads it."""
+
+    def __init__(self, parts: Sequence[tuple[np.ndarray, Sequence[Sequence[tuple[int, int]]]]],
+                 where: Sequence[tuple[int, int]],
+                 before: Sequence[np.ndarray | None] | None = None) -> None:  # fmt: skip
+        self._parts, self._where, self._before = parts, where, before
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __getitem__(self, i):  # noqa: ANN001 (an index or a slice, as a Sequence's)
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        part, local = self._where[i]
+        pieces = [] if self._before is None or self._before[i] is None else [self._before[i]]
+        if part >= 0:
+            ends, emits = self._parts[part]
+            pieces += [ends[a:b + 1] for a, b in emits[local]]
+        return np.concatenate(pieces) if pieces else np.empty(0)
+
+    def subset(self, indices: Sequence[int]) -> TokenTimes:
+        before = None if self._before is None else [self._before[i] for i in indices]
+        return TokenTimes(self._parts, [self._where[i] for i in indices], before)
+
 
 # -------------------------------------------------------------------------------- results
 
 
 @dataclass(frozen=True)
 class Result:
-    """What a simulation measured (chapters 7 and 8); per-request arrays follow the trace.
+    """What a run measured (chapters 7-9), simulated or real; per-request arrays follow the
+    trace.
 
     ``first_token`` and ``finish`` are absolute times (s). ``kv_token_share``: the share of
     KV capacity holding real token states, averaged over busy time; ``kv_allocated_share``:
     the share allocated (reserved or in blocks); their gap is reservation waste and
-    fragmentation (chapter 7).
+    fragmentation (chapter 7). ``step_ends``/``step_tokens``: every step of every engine,
+    when it ended and how many tokens it emitted (for throughput over a window);
+    ``token_times``: each request's token times (for ITL). ``window``: set by ``steady``.
     """
 
     arrival: np.ndarray
@@ -33,7 +69,10 @@ class Result:
     prefix_hit_tokens: int
     max_running: int
     extra: dict = field(default_factory=dict)
-    token_times: tuple[np.ndarray, ...] | None = None
+    token_times: TokenTimes | None = None
+    step_ends: np.ndarray | None = None
+    step_tokens: np.ndarray | None = None
+    window: tuple[float, float] | None = None
 
     @property
     def ttft(self) -> np.ndarray:
@@ -47,10 +86,20 @@ class Result:
 
     @property
     def tpot(self) -> np.ndarray:
-        """(e2e − TTFT)/(n − 1) per request, vLLM's definition; NaN where n = 1."""
+        """(e2e − TTFT)/(n − 1) per request, vLLM's definition; NaN where n = 1 (vLLM's
+        benchmark leaves those out of its TPOT statistics)."""
         steps = self.output - 1
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(steps > 0, (self.finish - self.first_token) / steps, np.nan)
+
+    @property
+    def itl(self) -> np.ndarray:
+        """Inter-token latencies: every gap between consecutive tokens of a request, all
+        requests together (s). A stall shows here (its p99), where TPOT averages it away."""
+        if self.token_times is None:
+            raise ValueError("this Result has no token times")
+        gaps = [np.diff(times) for times in self.token_times]
+        return np.concatenate(gaps) if gaps else np.empty(0)
 
     @property
     def makespan(self) -> float:
@@ -59,20 +108,75 @@ class Result:
 
     @property
     def throughput(self) -> float:
-        """Output tokens per second over the makespan."""
-        return float(self.output.sum()) / self.makespan
+        """Output tokens per second: over the steady-state window if ``steady`` set one
+        (tokens every engine emitted in it), else over the makespan."""
+        if self.window is None:
+            return float(self.output.sum()) / self.makespan
+        start, end = self.window
+        inside = (self.step_ends > start) & (self.step_ends <= end)
+        return float(self.step_tokens[inside].sum()) / (end - start)
+
+    def steady(self, warmup: float = WARMUP) -> Result:
+        """The steady-state part of this run: the requests that arrived after the first
+        ``warmup`` share and before the last ``warmup`` share (the engine filling up, and
+        draining once arrivals stop, are not steady state), and throughput over the time
+        between those two arrivals. Attainment, percentiles and goodput then describe the
+        loaded engine, not its start or its drain."""
+        if not 0 <= warmup < 0.5:
+            raise ValueError(f"warmup must be in [0, 0.5), got {warmup!r}")
+        n = len(self.arrival)
+        order = np.argsort(self.arrival, kind="stable")
+        keep = order[int(n * warmup): n - int(n * warmup)]
+        keep = np.sort(keep)
+        if len(keep) < 2:
+            raise ValueError(f"{n} requests leave {len(keep)} after a warm-up of {warmup:.0%} "
+                             "at each end: a steady state needs a longer trace")  # fmt: skip
+        start, end = float(self.arrival[keep].min()), float(self.arrival[keep].max())
+        if self.step_ends is None or not end > start:
+            raise ValueError("a steady-state window needs step times and arrivals spread in time")
+        tokens = None if self.token_times is None else self.token_times.subset(keep)
+        return replace(self, arrival=self.arrival[keep], output=self.output[keep],
+                       first_token=self.first_token[keep], finish=self.finish[keep],
+                       token_times=tokens, window=(start, end))  # fmt: skip
+
+    def meets(self, ttft_slo: float, tpot_slo: float) -> np.ndarray:
+        """Per request: does it meet both SLOs (TPOT unchecked for one-token outputs)?"""
+        tpot = self.tpot
+        return (self.ttft <= ttft_slo) & (np.isnan(tpot) | (tpot <= tpot_slo))
 
     def attainment(self, ttft_slo: float, tpot_slo: float) -> float:
         """Share of requests meeting both SLOs (TPOT is not checked for one-token outputs)."""
-        tpot = self.tpot
-        ok = (self.ttft <= ttft_slo) & (np.isnan(tpot) | (tpot <= tpot_slo))
-        return float(ok.mean())
+        return float(self.meets(ttft_slo, tpot_slo).mean())
+
+    def attainment_se(self, ttft_slo: float, tpot_slo: float, batches: int = BATCHES) -> float:
+        """Standard error of ``attainment`` by batch means: the requests, in arrival order,
+        cut into ``batches`` consecutive groups; the spread of the groups' attainments over
+        √batches. (Neighbours in a queue share their fate, so the binomial √(p(1−p)/n),
+        which assumes independent requests, would understate it.)"""
+        ok = self.meets(ttft_slo, tpot_slo)[np.argsort(self.arrival, kind="stable")]
+        if len(ok) < 2 * batches:
+            raise ValueError(f"{len(ok)} requests are too few for {batches} batch means")
+        means = [group.mean() for group in np.array_split(ok, batches)]
+        return float(np.std(means, ddof=1) / math.sqrt(batches))
 
     def goodput(self, ttft_slo: float, tpot_slo: float) -> float:
-        """Requests per second that meet both SLOs, over the makespan (DistServe's goodput
-        is the highest arrival rate at which a target share, e.g. 90%, meets them: sweep
-        ``poisson_trace``'s rate and read it off ``attainment``)."""
-        return self.attainment(ttft_slo, tpot_slo) * len(self.arrival) / self.makespan
+        """Requests per second that meet both SLOs, over the makespan or the steady window
+        (DistServe's goodput is the highest arrival rate at which a target share, e.g. 90%,
+        meets them: ``max_rate_under_slo``)."""
+        span = self.makespan if self.window is None else self.window[1] - self.window[0]
+        return self.attainment(ttft_slo, tpot_slo) * len(self.arrival) / span
+
+    def percentiles(self, qs: Sequence[float] = (50, 90, 99)) -> dict[str, float]:
+        """TTFT, TPOT and ITL percentiles (s), e.g. ``{"ttft_p50": …, "itl_p99": …}``."""
+        out = {}
+        tpot = self.tpot[~np.isnan(self.tpot)]
+        series = {"ttft": self.ttft, "tpot": tpot}
+        if self.token_times is not None:
+            series["itl"] = self.itl
+        for name, values in series.items():
+            for q in qs:
+                out[f"{name}_p{q:g}"] = float(np.percentile(values, q)) if len(values) else math.nan
+        return out
 
     def summary(self) -> dict[str, float]:
         """Means and p99s of the latencies, throughput and KV use, for a table."""
@@ -89,6 +193,7 @@ class Result:
             "kv_allocated_share": self.kv_allocated_share,
             "preemptions": self.preemptions,
         }
+
 
 def max_rate_under_slo(
     run_at: Callable[[float], Result],

@@ -97,6 +97,8 @@ class RooflineSteps:
         b0 = forward_bytes(cfg, 1, context=0, dtype=dtype)["attention"]
         self._per_token, self._per_cached = b0, forward_bytes(cfg, 1, context=1,
                                                               dtype=dtype)["attention"] - b0
+        # roofline_time's two terms, inlined in the per-step calls (the simulator's hot path)
+        self._peak, self._bandwidth = hw.peak(dtype), hw.bandwidth
 
     def _weights(self, tokens: int, heads: int) -> float:
         (f0, fs), (m0, ms) = self._linears
@@ -104,12 +106,12 @@ class RooflineSteps:
         if heads:
             (h0, hs), (g0, gs) = self._head
             flops, moved = flops + h0 + hs * heads, moved + g0 + gs * heads
-        return roofline_time(flops, moved, self.hw, self.dtype).seconds
+        return max(flops / self._peak, moved / self._bandwidth)  # ``roofline_time``, inlined
 
     def _attention(self, keys: int, tokens: int, cached: int) -> float:
         flops = self._per_key * keys
         moved = self._per_token * tokens + self._per_cached * cached
-        return roofline_time(flops, moved, self.hw, self.dtype).seconds
+        return max(flops / self._peak, moved / self._bandwidth)
 
     def __call__(self, step: Step) -> float:
         seconds = self._weights(step.tokens, step.heads)

@@ -1,6 +1,7 @@
 """Serving simulators: schedules worked by hand, the roofline step model, KV memory, spec."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,6 +25,17 @@ def recorded(model):
         return model(step)
 
     return timed, log
+
+
+def assert_token_times(result):
+    """Each request emits its output's tokens, in time order, from its first token to its
+    last; the steps' token counts add up to every output token."""
+    for times, n, first, last in zip(result.token_times, result.output, result.first_token,
+                                     result.finish, strict=True):  # fmt: skip
+        assert len(times) == n and times[0] == first and times[-1] == last
+        assert (np.diff(times) > 0).all()
+    assert result.step_tokens.sum() == result.output.sum()
+    assert len(result.itl) == result.output.sum() - len(result.output)
 
 
 # ------------------------------------------------------------------ schedules by hand
@@ -176,6 +188,47 @@ def test_pools_of_engines_by_hand():
     assert runs[1].ttft == pytest.approx([4.0, 4.0])
     assert runs[1].e2e == pytest.approx([5.5, 5.5])
     assert len(runs[1].extra["prefill"]) == 2 and len(runs[1].extra["decode"]) == 1
+
+
+def test_token_times_itl_and_a_steady_window_by_hand():
+    # The continuous run worked above: A's tokens at 1, 2, 3, 4; B's at 2, 3. ITL: A's gaps
+    # 1, 1, 1 and B's 1. Steps end at 1, 2, 3, 4 emitting 1, 2, 2, 1 tokens.
+    trace = [Request(0.0, 2, 4), Request(0.5, 2, 2)]
+    result = simulate(trace, LinearSteps(1.0, 0.0), ROOMY)
+    assert [list(times) for times in result.token_times] == [[1, 2, 3, 4], [2, 3]]
+    assert list(result.itl) == [1, 1, 1, 1]
+    assert list(result.step_ends) == [1, 2, 3, 4] and list(result.step_tokens) == [1, 2, 2, 1]
+    # Ten requests 1 s apart, each prompt 1 and 3 tokens, 1 s steps: request k's tokens at
+    # k + 1, k + 2, k + 3. A 10% warm-up drops the first and the last: the window runs from
+    # request 1's arrival (1 s) to request 8's (8 s), and the steps ending in (1, 8] emitted
+    # 2 + 3·6 = 20 tokens: 20 / 7 tokens/s, where the whole run's makespan gives 30 / 12.
+    trace = [Request(float(k), 1, 3) for k in range(10)]
+    whole = simulate(trace, LinearSteps(1.0, 0.0), ROOMY)
+    steady = whole.steady(0.1)
+    assert whole.throughput == pytest.approx(30 / 12)
+    assert list(steady.arrival) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert steady.window == (1.0, 8.0)
+    assert steady.throughput == pytest.approx(20 / 7)
+    assert steady.goodput(10.0, 10.0) == pytest.approx(8 / 7)
+    assert len(steady.token_times) == 8 and list(steady.token_times[0]) == [2, 3, 4]
+    with pytest.raises(ValueError, match="warmup must be in"):
+        whole.steady(0.5)
+
+
+def test_attainment_standard_error_is_by_batch_means():
+    # 20 requests in arrival order, the first 10 meeting the SLO and the last 10 not: two
+    # batches of 10 have attainments 1 and 0, so SE = std([1, 0], ddof=1) / √2 = 0.5; the
+    # binomial formula would say √(0.25 / 20) = 0.11.
+    trace = [Request(float(k), 1, 1) for k in range(20)]
+    result = simulate(trace, LinearSteps(1.0, 0.0), ROOMY)
+    slo = 1.0
+    slow = replace(result, first_token=result.first_token + (np.arange(20) >= 10) * 5.0)
+    assert slow.attainment(slo, 1.0) == 0.5
+    assert slow.attainment_se(slo, 1.0, batches=2) == pytest.approx(0.5)
+    assert slow.attainment_se(slo, 1.0, batches=5) == pytest.approx(
+        np.std([1, 1, 0.5, 0, 0], ddof=1) / np.sqrt(5))  # groups of 4: the third is split
+    with pytest.raises(ValueError, match="too few for 10 batch means"):
+        simulate(trace[:5], LinearSteps(1.0, 0.0), ROOMY).attainment_se(slo, 1.0)
 
 
 def test_goodput_and_attainment():
@@ -381,6 +434,7 @@ def test_every_request_finishes_in_order_of_events(rows, kv, policy, max_batch):
     assert result.max_running <= max_batch
     assert 0 <= result.kv_token_share <= result.kv_allocated_share <= 1
     assert result.extra == {"held_at_end": 0, "stored_at_end": 0}  # no memory leaked
+    assert_token_times(result)
     again = simulate(trace, steps, kv, name, max_batch=max_batch, token_budget=budget)
     assert (again.finish == result.finish).all() and again.steps == result.steps
 
@@ -418,6 +472,7 @@ def test_disaggregation_conserves_requests(rows, link, prefill_engines, decode_e
     assert (result.ttft > 0).all() and (result.ttft <= result.e2e).all()
     for engine in result.extra["prefill"] + result.extra["decode"]:
         assert (engine.extra["held_at_end"], engine.extra["stored_at_end"]) == (0, 0)
+    assert_token_times(result)
     decodes = result.output > 1
     # A decode cannot start before the cache has crossed the link.
     assert (result.finish[decodes] - result.first_token[decodes]
