@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers import timing
 from helpers.models import ModelConfig, RopeScaling
 
-__all__ = ["Decoder", "KVCache", "left_pad", "random_decoder", "rope_frequencies", "rotate"]
+__all__ = ["Decoder", "KVCache", "PagedEntry", "PagedEntryError", "PagedKVCache", "StepShape",
+           "StepTiming", "left_pad", "profile_step_times", "random_decoder", "rope_frequencies",
+           "rotate"]
 
 
 def rope_frequencies(
@@ -195,6 +200,271 @@ class KVCache:
                        self.tokens, None if self.pad is None else self.pad.clone())  # fmt: skip
 
 
+class PagedKVCache:
+    """Keys and values of every layer in a pool of fixed-size blocks (paged, as in vLLM).
+
+    ``keys[i]`` and ``values[i]``: [num_blocks, block_size, n_kv_heads, head_dim]. Token ``t``
+    of a sequence whose block table is ``blocks`` lives in block ``blocks[t // block_size]``,
+    slot ``t % block_size``. The pool only stores blocks: which blocks belong to which
+    sequence is the caller's block manager's business (vLLM's scheduler owns allocation, its
+    model runner reads and writes the blocks it is told), so a sequence's blocks can be
+    anywhere in the pool, and a freed block is reused as it is.
+
+    Layout: token-major within a block (vLLM's layout for FlashAttention), so one token's keys
+    for all heads are one contiguous row: a step writes one row per new token, and gathering a
+    sequence's blocks copies whole contiguous blocks. The pool starts zeroed rather than empty:
+    attention reads every slot of a sequence's last, partly filled block and masks the unused
+    ones, and a masked NaN that ``torch.empty`` left behind would still poison the output
+    (its weight is 0, and 0 × NaN = NaN).
+    """
+
+    def __init__(self, keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
+        if len(keys) != len(values) or not keys:
+            raise ValueError(
+                f"a PagedKVCache needs the same number (≥ 1) of key and value pools, "
+                f"got {len(keys)} and {len(values)}"
+            )
+        shape = tuple(keys[0].shape)
+        if len(shape) != 4 or any(tuple(t.shape) != shape for t in (*keys, *values)):
+            raise ValueError(
+                "every key and value pool must have the same shape "
+                f"[num_blocks, block_size, n_kv_heads, head_dim], got "
+                f"{[tuple(t.shape) for t in keys]}"
+            )
+        if any(not t.is_contiguous() for t in (*keys, *values)):
+            raise ValueError("key and value pools must be contiguous (writes go through a view)")
+        self.keys, self.values = list(keys), list(values)
+
+    @classmethod
+    def allocate(
+        cls,
+        cfg: ModelConfig,
+        num_blocks: int,
+        block_size: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> PagedKVCache:
+        """A zeroed pool of ``num_blocks`` blocks of ``block_size`` tokens for every layer."""
+        for value, name in ((num_blocks, "num_blocks"), (block_size, "block_size")):
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        shape = (num_blocks, block_size, cfg.n_kv_heads, cfg.head_dim)
+        keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
+        values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
+        return cls(keys, values)
+
+    @property
+    def num_blocks(self) -> int:
+        return self.keys[0].shape[0]
+
+    @property
+    def block_size(self) -> int:
+        return self.keys[0].shape[1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.keys[0].dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys[0].device
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def sequence(
+        self, layer: int, blocks: Sequence[int] | torch.Tensor, tokens: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One sequence's first ``tokens`` cached (keys, values) of ``layer``, gathered from
+        its ``blocks`` into [n_kv_heads, tokens, head_dim] copies (``KVCache``'s per-sequence
+        layout): for tests and for looking inside, not for the forward pass."""
+        needed = -(-tokens // self.block_size)
+        index = torch.as_tensor(list(blocks)[:needed], dtype=torch.long, device=self.device)
+        if index.numel() < needed:
+            raise ValueError(f"{tokens} tokens need {needed} blocks, the table has {len(blocks)}")
+        return tuple(pool[layer][index].flatten(0, 1)[:tokens].transpose(0, 1)
+                     for pool in (self.keys, self.values))  # fmt: skip
+
+
+class PagedEntryError(ValueError):
+    """A ``forward_paged`` entry that cannot run; ``entry`` is its index in the list (None
+    when the problem is the step as a whole), so an engine can drop that sequence and run
+    the rest of the step again: nothing is written before the entries are checked."""
+
+    def __init__(self, message: str, entry: int | None = None) -> None:
+        super().__init__(message if entry is None else f"entry {entry}: {message}")
+        self.entry = entry
+
+
+class PagedEntry(NamedTuple):
+    """One sequence's part of a ragged step for ``Decoder.forward_paged``.
+
+    ``ids``: the new tokens, a 1-D torch.long tensor: a prompt chunk of any length, or the
+    single token a decode step feeds back. ``start``: tokens already cached for the sequence,
+    so the new tokens take positions ``start … start + len(ids) − 1``. ``blocks``: the
+    sequence's block table (physical block ids, a list or 1-D integer tensor) covering at
+    least positions ``0 … start + len(ids) − 1``; entries past those are ignored, so a block
+    manager may pass a table allocated ahead. ``emits``: whether this step emits a token for
+    the sequence, i.e. needs its last token's logits: a decode and a prompt's last chunk do,
+    an earlier chunk does not, and skipping its row saves an LM-head row (for a small model
+    the LM head is the largest matrix: Qwen2.5-0.5B's is 136M of its 494M parameters).
+    """
+
+    ids: torch.Tensor
+    start: int
+    blocks: Sequence[int] | torch.Tensor
+    emits: bool = True
+
+
+@dataclass
+class _PagedPlan:
+    """Index tensors for one ragged step, built once and used by every layer.
+
+    New tokens are packed prompt chunks first, then decodes, so the decodes are one slice.
+    ``slots``: the flat pool slot (block · block_size + offset) each packed token is written
+    to. ``chunks``: per prompt chunk, its packed rows, the blocks its keys are gathered from
+    and its [new, keys] visibility mask. ``decode_blocks`` [decodes, most blocks] (padded with
+    block 0, masked) and ``decode_mask`` [decodes, 1, 1, keys]: the decodes as one batch
+    (rows ``decode_start`` on).
+    """
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    slots: torch.Tensor
+    chunks: list[tuple[int, int, torch.Tensor, torch.Tensor]]
+    decode_start: int
+    decode_blocks: torch.Tensor | None
+    decode_mask: torch.Tensor | None
+    last_rows: torch.Tensor  # the last packed row of each emitting entry, in entry order
+    entry_order: torch.Tensor  # every packed row, entries in the order given
+
+
+def _entry_table(i: int, blocks: object) -> torch.Tensor:
+    """Entry ``i``'s block table as a CPU long tensor, or a PagedEntryError saying why not."""
+    try:
+        table = (blocks.detach().cpu() if isinstance(blocks, torch.Tensor)
+                 else torch.as_tensor(list(blocks), dtype=torch.long))  # fmt: skip
+    except (TypeError, ValueError, RuntimeError):
+        raise PagedEntryError(f"blocks must be a list or 1-D tensor of block ids, "
+                              f"got {blocks!r}", i) from None  # fmt: skip
+    if table.dim() != 1 or table.dtype.is_floating_point or table.dtype == torch.bool:
+        raise PagedEntryError(f"blocks must be a 1-D list or tensor of integer block ids, "
+                              f"got {table.dtype} {tuple(table.shape)}", i)  # fmt: skip
+    return table.long()
+
+
+def _paged_plan(
+    entries: Sequence[PagedEntry | tuple], cache: PagedKVCache, cfg: ModelConfig,
+    device: torch.device,
+) -> _PagedPlan:  # fmt: skip
+    """Check every entry against the pool and build the step's index tensors (``_PagedPlan``).
+
+    Index arithmetic runs on the CPU, where the block tables are, and each tensor is moved
+    to the model's device once, so a step costs a few small copies, not some per layer."""
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence) or not entries:
+        raise PagedEntryError("forward_paged needs a non-empty list of entries "
+                              "(ids, start, blocks)")  # fmt: skip
+    bs, pool_blocks, window = cache.block_size, cache.num_blocks, cfg.sliding_window
+    chunks, decodes = [], []  # (entry index, ids, start, table, emits)
+    for i, entry in enumerate(entries):
+        try:
+            ids, start, blocks, emits = PagedEntry(*entry)
+        except TypeError:
+            raise PagedEntryError(f"expected (ids, start, blocks[, emits]), got {entry!r}",
+                                  i) from None  # fmt: skip
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long:
+            got = (f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor)
+                   else type(ids).__name__)  # fmt: skip
+            raise PagedEntryError(f"ids must be a 1-D torch.long tensor of new tokens, "
+                                  f"got {got}", i)  # fmt: skip
+        new = ids.numel()
+        if new == 0:
+            raise PagedEntryError("it has no tokens: a step feeds each entry at least one", i)
+        if type(start) is not int or start < 0:
+            raise PagedEntryError(f"start must be an int ≥ 0 (tokens already cached), "
+                                  f"got {start!r}", i)  # fmt: skip
+        end = start + new
+        needed = -(-end // bs)
+        if needed > pool_blocks:
+            raise PagedEntryError(f"positions 0 … {end - 1} need {needed} blocks of {bs} "
+                                  f"tokens, more than the pool's {pool_blocks}", i)  # fmt: skip
+        table = _entry_table(i, blocks)
+        if table.numel() < needed:
+            raise PagedEntryError(
+                f"its block table has {table.numel()} blocks ({table.numel() * bs} tokens), "
+                f"too few for start + new = {start} + {new} = {end} tokens", i)  # fmt: skip
+        table = table[:needed]
+        outside = table[(table < 0) | (table >= pool_blocks)]
+        if outside.numel():
+            raise PagedEntryError(f"block id {outside[0].item()} is outside the pool's "
+                                  f"0 … {pool_blocks - 1}", i)  # fmt: skip
+        if torch.unique(table).numel() != needed:
+            raise PagedEntryError(f"its block table repeats a block: {table.tolist()}", i)
+        bad = ids[(ids < 0) | (ids >= cfg.vocab)]
+        if bad.numel():
+            raise PagedEntryError(f"token id {bad[0].item()} is outside the vocabulary "
+                                  f"0 … {cfg.vocab - 1}", i)  # fmt: skip
+        (chunks if new > 1 else decodes).append((i, ids, start, table, bool(emits)))
+
+    packed = chunks + decodes
+    ids = torch.cat([e[1].to(device) for e in packed])
+    each = [torch.arange(start, start + new.numel()) for _, new, start, _, _ in packed]
+    positions = torch.cat(each)
+    # Position p of a sequence lives in its block table[p // bs], slot p % bs.
+    slots = torch.cat([e[3][p // bs] * bs + p % bs for e, p in zip(packed, each, strict=True)])
+    if torch.unique(slots).numel() != slots.numel():
+        ordered = slots.sort().values
+        twice = ordered[1:][ordered[1:] == ordered[:-1]][0].item()
+        owners = torch.cat([torch.full((e[1].numel(),), e[0]) for e in packed])
+        first, second = sorted(owners[slots == twice].tolist())[:2]
+        raise PagedEntryError(f"it writes block {twice // bs}, slot {twice % bs}, as entry "
+                              f"{first} does: each sequence writes its new tokens into blocks "
+                              "of its own", second)  # fmt: skip
+
+    def first_block(start: int) -> int:
+        # A token sees at most the window's keys: gather only the blocks holding them.
+        return 0 if window is None else max(0, start - window + 1) // bs
+
+    def visible(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        # Causal (which also hides the unfilled end of the last block), within the window.
+        seen = key <= query
+        return seen if window is None else seen & (query - key < window)
+
+    plan_chunks, row = [], 0
+    for _, chunk_ids, start, table, _ in chunks:
+        first = first_block(start)
+        keys = first * bs + torch.arange((table.numel() - first) * bs)
+        query = torch.arange(start, start + chunk_ids.numel())
+        mask = visible(query[:, None], keys[None])
+        plan_chunks.append((row, row + chunk_ids.numel(), table[first:].to(device),
+                            mask.to(device)))  # fmt: skip
+        row += chunk_ids.numel()
+    decode_blocks = decode_mask = None
+    if decodes:
+        firsts = [first_block(start) for _, _, start, _, _ in decodes]
+        width = max(e[3].numel() - f for e, f in zip(decodes, firsts, strict=True))
+        padded = torch.zeros(len(decodes), width, dtype=torch.long)  # block 0 fills, masked
+        for b, ((_, _, _, table, _), first) in enumerate(zip(decodes, firsts, strict=True)):
+            padded[b, : table.numel() - first] = table[first:]
+        keys = torch.tensor(firsts)[:, None] * bs + torch.arange(width * bs)[None]
+        query = torch.tensor([start for _, _, start, _, _ in decodes])[:, None]
+        decode_blocks = padded.to(device)
+        decode_mask = visible(query, keys)[:, None, None].to(device)
+
+    rows, offset = {}, 0
+    for index, entry_ids, *_ in packed:
+        rows[index] = torch.arange(offset, offset + entry_ids.numel())
+        offset += entry_ids.numel()
+    emitting = [rows[e[0]][-1:] for e in sorted(packed, key=lambda e: e[0]) if e[4]]
+    last_rows = torch.cat(emitting) if emitting else torch.zeros(0, dtype=torch.long)
+    return _PagedPlan(
+        ids=ids, positions=positions.to(device), slots=slots.to(device),
+        chunks=plan_chunks, decode_start=row, decode_blocks=decode_blocks,
+        decode_mask=decode_mask, last_rows=last_rows.to(device),
+        entry_order=torch.cat([rows[i] for i in range(len(entries))]).to(device),
+    )  # fmt: skip
+
+
 def left_pad(
     prompts: Sequence[Sequence[int]], pad_id: int = 0, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -266,6 +536,47 @@ class Attention(nn.Module):
                                                  enable_gqa=cfg.group_size > 1)  # fmt: skip
         return self.o(out.transpose(1, 2).reshape(batch, new, cfg.q_dim))
 
+    def forward_paged(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        cache: PagedKVCache,
+        layer: int,
+        plan: _PagedPlan,
+    ) -> torch.Tensor:
+        """``x`` [tokens, hidden]: every entry's new tokens packed, so q, k, v and o are one
+        GEMM each over the whole step. Writes the new keys and values into their pool slots
+        in place, then attends each prompt chunk over its own blocks, and every decode at
+        once over theirs (padded to the longest, masked)."""
+        cfg = self.cfg
+        tokens = x.shape[0]
+        q = _apply_rope(self.q(x).view(tokens, cfg.n_q_heads, cfg.head_dim), *rope)
+        k = _apply_rope(self.k(x).view(tokens, cfg.n_kv_heads, cfg.head_dim), *rope)
+        v = self.v(x).view(tokens, cfg.n_kv_heads, cfg.head_dim)
+        pool_k, pool_v = cache.keys[layer], cache.values[layer]
+        # A view of the pool as one row per token slot: index_copy_ writes in place.
+        pool_k.view(-1, cfg.n_kv_heads, cfg.head_dim).index_copy_(0, plan.slots, k)
+        pool_v.view(-1, cfg.n_kv_heads, cfg.head_dim).index_copy_(0, plan.slots, v)
+        out = torch.empty_like(q)
+        for first, last, blocks, mask in plan.chunks:
+            # [blocks, block_size, n_kv, d] → [1, n_kv, keys, d]: a sequence's cache in order.
+            keys = pool_k[blocks].flatten(0, 1).transpose(0, 1)[None]
+            values = pool_v[blocks].flatten(0, 1).transpose(0, 1)[None]
+            chunk = F.scaled_dot_product_attention(
+                q[first:last].transpose(0, 1)[None], keys, values, attn_mask=mask,
+                enable_gqa=cfg.group_size > 1)  # fmt: skip
+            out[first:last] = chunk[0].transpose(0, 1)
+        if plan.decode_blocks is not None:
+            start, batch = plan.decode_start, tokens - plan.decode_start
+            keys = pool_k[plan.decode_blocks].flatten(1, 2).transpose(1, 2)
+            values = pool_v[plan.decode_blocks].flatten(1, 2).transpose(1, 2)
+            # As in forward's decode: a kv head's g query heads are g rows against its keys.
+            packed = q[start:].view(batch, cfg.n_kv_heads, cfg.group_size, cfg.head_dim)
+            step = F.scaled_dot_product_attention(packed, keys, values,
+                                                  attn_mask=plan.decode_mask)  # fmt: skip
+            out[start:] = step.view(batch, cfg.n_q_heads, cfg.head_dim)
+        return self.o(out.view(tokens, cfg.q_dim))
+
 
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
@@ -288,6 +599,10 @@ class Layer(nn.Module):
 
     def forward(self, x, rope, cache, layer, first_key, mask):
         x = x + self.attention(self.attention_norm(x), rope, cache, layer, first_key, mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+    def forward_paged(self, x, rope, cache, layer, plan):
+        x = x + self.attention.forward_paged(self.attention_norm(x), rope, cache, layer, plan)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -404,6 +719,65 @@ class Decoder(nn.Module):
             x = x[:, -1:]
         return self.lm_head(x), cache
 
+    def new_paged_cache(self, num_blocks: int, block_size: int) -> PagedKVCache:
+        """An empty (zeroed) block pool on this model's device and dtype."""
+        weight = self.embed.weight
+        return PagedKVCache.allocate(self.cfg, num_blocks, block_size, weight.device,
+                                     weight.dtype)  # fmt: skip
+
+    @torch.no_grad()
+    def forward_paged(
+        self,
+        entries: Sequence[PagedEntry | tuple],
+        cache: PagedKVCache,
+        logits: str = "last",
+    ) -> torch.Tensor:
+        """Run one ragged step: every entry's new tokens at once, over a paged KV cache.
+
+        ``entries``: ``PagedEntry`` (or plain ``(ids, start, blocks[, emits])`` tuples), one
+        per sequence, prompt chunks and decodes mixed in any order. The new tokens of all
+        entries are packed into one [tokens, hidden] tensor, so every linear layer is one GEMM
+        over the whole step (what makes batching pay, and what a step-time model counts).
+        Each entry's keys and values are written into its blocks of ``cache`` in place; its
+        queries attend causally to its cached and new keys (Mistral's window honoured), at
+        RoPE positions ``start …``. Inference only (no autograd).
+
+        Returns ``logits="last"``: [emitting entries, vocab], the last new token's logits of
+        each entry with ``emits`` (all of them by default), in entry order. ``logits="all"``:
+        [total new tokens, vocab], every new token's logits, entries in order (split by
+        their lengths to get each entry's).
+        Bad input (an empty entry, a block table too short for ``start + len(ids)`` or
+        naming a block outside the pool or twice, two entries writing one slot, a token
+        outside the vocabulary, a sequence longer than the pool) raises ``ValueError``
+        naming the entry, before anything is written.
+        """
+        if logits not in ("all", "last"):
+            raise ValueError(f"logits must be 'all' or 'last', got {logits!r}")
+        if not isinstance(cache, PagedKVCache):
+            raise ValueError(f"cache must be a PagedKVCache, got {type(cache).__name__}")
+        cfg, weight = self.cfg, self.embed.weight
+        if (len(cache), *cache.keys[0].shape[2:]) != (cfg.layers, cfg.n_kv_heads, cfg.head_dim):
+            raise ValueError(
+                f"the pool has {len(cache)} layers × {tuple(cache.keys[0].shape[2:])} "
+                f"(n_kv_heads, head_dim); this model needs {cfg.layers} × "
+                f"{(cfg.n_kv_heads, cfg.head_dim)}"
+            )
+        if (cache.dtype, cache.device) != (weight.dtype, weight.device):
+            raise ValueError(
+                f"the pool is {cache.dtype} on {cache.device}, the model {weight.dtype} on "
+                f"{weight.device}: make it with Decoder.new_paged_cache"
+            )
+        plan = _paged_plan(entries, cache, cfg, weight.device)
+        x = self.embed(plan.ids)
+        inverse = rope_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, weight.device)
+        cos, sin = _cos_sin(inverse, plan.positions, x.dtype)
+        rope = (cos[:, None], sin[:, None])  # [tokens, 1 (heads), head_dim / 2]
+        for i, layer in enumerate(self.layers):
+            x = layer.forward_paged(x, rope, cache, i, plan)
+        # The norm and LM head act on each token alone: run them on the rows returned only.
+        rows = plan.last_rows if logits == "last" else plan.entry_order
+        return self.lm_head(self.norm(x[rows]))
+
     @torch.no_grad()
     def generate(
         self, ids: torch.Tensor, new_tokens: int, *, lengths: torch.Tensor | None = None
@@ -448,3 +822,135 @@ def random_decoder(
     if cfg.tied_embeddings:
         model.lm_head.weight = model.embed.weight
     return model.eval()
+
+
+class StepShape(NamedTuple):
+    """A ragged step to time (``profile_step_times``): ``decode`` sequences with ``context``
+    tokens cached each decode one token, beside one prompt chunk of ``prefill`` new tokens
+    after ``prefill_context`` cached ones (``prefill=0``: a decode-only step). The chunk
+    emits a token (its LM-head row runs) when ``prefill_emits``: a prompt's last chunk."""
+
+    prefill: int = 0
+    decode: int = 0
+    context: int = 0
+    prefill_context: int = 0
+    prefill_emits: bool = True
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the linear layers see: the chunk's plus one per decode."""
+        return self.prefill + self.decode
+
+    @property
+    def heads(self) -> int:
+        """Rows the LM head computes: one per sequence that emits a token."""
+        return self.decode + int(self.prefill > 0 and self.prefill_emits)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """One profiled step shape and its seconds per step (median, IQR, min, max, n)."""
+
+    shape: StepShape
+    timing: timing.Timing
+
+
+def _step_shape(shape: object) -> StepShape:
+    try:
+        shape = StepShape(*shape)
+    except TypeError:
+        raise ValueError(f"a step shape is (prefill, decode, context[, prefill_context"
+                         f"[, prefill_emits]]), got {shape!r}") from None  # fmt: skip
+    for name in ("prefill", "decode", "context", "prefill_context"):
+        value = getattr(shape, name)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"step shape {shape}: {name} must be an int ≥ 0, got {value!r}")
+    if not shape.tokens:
+        raise ValueError(f"step shape {shape} has no tokens: give a prefill chunk or decodes")
+    return shape
+
+
+def _step_entries(
+    shape: StepShape, tables: Sequence[torch.Tensor], vocab: int, generator: torch.Generator
+) -> list[PagedEntry]:
+    """A step of ``shape`` on fresh random token ids: ``tables[0]`` the chunk's blocks
+    (empty without a chunk), then one table per decoding sequence."""
+
+    def ids(n: int) -> torch.Tensor:
+        return torch.randint(0, vocab, (n,), generator=generator)
+
+    entries = [PagedEntry(ids(1), shape.context, table) for table in tables[1:]]
+    if shape.prefill:
+        entries.append(PagedEntry(ids(shape.prefill), shape.prefill_context, tables[0],
+                                  shape.prefill_emits))  # fmt: skip
+    return entries
+
+
+@torch.no_grad()
+def profile_step_times(
+    model: Decoder,
+    cache: PagedKVCache,
+    shapes: Sequence[StepShape | tuple],
+    repeats: int = 5,
+    warmup: int = 1,
+    *,
+    seed: int = 0,
+    cold: bool = False,
+) -> list[StepTiming]:
+    """Seconds of ``model.forward_paged`` for each step shape, measured on the model's device:
+    the table a step-time model is fitted to (Vidur profiles a model's operators the same way
+    before it simulates a serving system).
+
+    For each shape: blocks for the chunk and every decoding sequence are drawn at random from
+    ``cache`` (scattered, as a block manager's tables are once requests have come and gone)
+    and filled with random keys and values (never zeros, which some kernels run faster on);
+    ``warmup`` untimed steps run, then ``repeats`` timed ones, each on fresh random token
+    ids, each timed alone with the device synchronized before and after
+    (``timing.call_seconds``), so a step's time holds all of its work and nothing else. The
+    result is each shape's median with its spread (``timing.Timing``), in the order given.
+
+    Steps run back to back, as a serving engine runs them: each finds in the caches what the
+    step before left there (the same weights, the same sequences' blocks), which is what the
+    engine's steps find. ``cold=True`` flushes the last-level cache before every timed step
+    instead (``timing.flush_buffer``), for the time of a step whose weights and cache must all
+    come from memory.
+    The decodes of one shape share one context; in ``forward_paged`` a batch of decodes with
+    different contexts is padded to the longest, so time it at the longest context.
+    ``cache`` is scratch: the blocks drawn are overwritten. It must hold the largest shape's
+    blocks: ⌈(prefill_context + prefill) / block_size⌉ + decode · ⌈(context + 1) / block_size⌉.
+    """
+    for value, name, low in ((repeats, "repeats", 1), (warmup, "warmup", 0)):
+        if type(value) is not int or value < low:
+            raise ValueError(f"{name} must be an int ≥ {low}, got {value!r}")
+    shapes = [_step_shape(shape) for shape in shapes]  # every shape checked before any runs
+    if not shapes:
+        raise ValueError("profile_step_times needs at least one step shape")
+    device = str(cache.device)
+    bs, generator = cache.block_size, torch.Generator().manual_seed(seed)
+    flush = None
+    if cold:
+        cache_bytes = timing.last_level_cache_bytes(device)
+        flush = timing.flush_buffer(device, math.ceil(timing.FLUSH_FACTOR * cache_bytes))
+    records = []
+    for shape in shapes:
+        chunk_blocks = -(-(shape.prefill_context + shape.prefill) // bs) if shape.prefill else 0
+        per_decode = -(-(shape.context + 1) // bs)
+        needed = chunk_blocks + shape.decode * per_decode
+        if needed > cache.num_blocks:
+            raise ValueError(f"step shape {shape} needs {needed} blocks of {bs} tokens; the pool "
+                             f"has {cache.num_blocks}")  # fmt: skip
+        drawn = torch.randperm(cache.num_blocks, generator=generator)[:needed]
+        for pool in (*cache.keys, *cache.values):
+            noise = torch.empty((needed, *pool.shape[1:])).uniform_(-1.0, 1.0, generator=generator)
+            pool.index_copy_(0, drawn.to(device), noise.to(device, pool.dtype))
+        tables = drawn.split([chunk_blocks, *[per_decode] * shape.decode])
+        steps = [_step_entries(shape, tables, model.cfg.vocab, generator)
+                 for _ in range(warmup + repeats)]  # fmt: skip
+        for entries in steps[:warmup]:
+            model.forward_paged(entries, cache)
+        timing.synchronize(device)
+        samples = [timing.call_seconds(model.forward_paged, (entries, cache), device, flush)
+                   for entries in steps[warmup:]]  # fmt: skip
+        records.append(StepTiming(shape, timing.Timing.from_samples(
+            samples, device=device, threads=torch.get_num_threads())))  # fmt: skip
+    return records
