@@ -203,9 +203,11 @@ def max_rate_under_slo(
     share: float = 0.9,
 ) -> float:
     """DistServe's goodput (Zhong et al., OSDI 2024; chapter 8): the highest request rate at
-    which at least ``share`` of requests meet both SLOs. ``run_at(rate)`` simulates a trace
-    at that rate; ``rates`` are tried in increasing order until one falls short. 0.0 if the
-    lowest already does."""
+    which at least ``share`` of requests meet both SLOs. ``run_at(rate)`` runs a trace at
+    that rate (make it long enough for a steady state, and return ``Result.steady()``: the
+    attainment is read off what it returns); ``rates`` are tried in increasing order until
+    one falls short. 0.0 if the lowest already does. DistServe reports it per GPU: divide
+    by the chips that served it."""
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share!r}")
     if list(rates) != sorted(rates) or not rates:

@@ -32,6 +32,9 @@ from helpers.serving.trace import Request, poisson_trace
 PLAN_BATCHES = (16, 64, 256)
 PLAN_BUDGETS = (None, 512, 2048)  # None: whole prompts (Orca); else chunked (Sarathi-Serve)
 PLAN_LOADS = (1.0, 1.5, 2.0, 3.0)  # goodput is searched at these multiples of the load
+STEADY_REQUESTS = 1000  # a scenario's trace: long enough that doubling it changes nothing
+ATTAINMENT_TOLERANCE = 0.02  # what "nothing" means: attainment within 2 points ...
+GOODPUT_TOLERANCE = 0.10  # ... and goodput within 10%, i.e. on the same rung of the ladder
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,9 @@ class Scenario:
     request mix (geometric lengths with these means, each capped at 4× its mean), the load
     (``rate`` requests/s offered to the pair), and the SLOs: ``share`` of requests must meet
     TTFT ≤ ``ttft_slo`` and TPOT ≤ ``tpot_slo`` (seconds). ``requests`` and ``seed`` fix the
-    simulated trace, so every evaluation of a scenario is deterministic."""
+    simulated trace, so every evaluation of a scenario is deterministic; every figure is
+    read at steady state (``Result.steady``: the first and last 10% of requests dropped),
+    and ``steady_check`` tests that ``requests`` is long enough."""
 
     model: str = "Qwen2.5-7B"
     chip: str = "H100 SXM"
@@ -55,7 +60,7 @@ class Scenario:
     share: float = 0.9
     chips: int = 2
     link_gb_per_s: float = 50.0
-    requests: int = 100
+    requests: int = STEADY_REQUESTS
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -121,11 +126,47 @@ def _plan_engine(model: str, chip: str, dtype: str) -> tuple[ModelConfig, Roofli
     return cfg, RooflineSteps(cfg, hw, dtype), KVMemory(capacity)
 
 
+def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, float]:
+    """What the scenario's trace at ``rate`` (default its load) asks of its chips, as shares
+    of their peaks: ``"flops"``, the FLOP/s every request's prefill and decodes need
+    (``RooflineSteps.request_work``) over the chips' peak FLOP/s; ``"bytes"``, the KV bytes
+    per second no batching shares over their bandwidth. Above 1, no schedule can serve it."""
+    _, steps, _ = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    rate = scenario.rate if rate is None else rate
+    work = np.array([steps.request_work(r.prompt, r.output) for r in scenario.trace(rate)])
+    flops, moved = work.mean(axis=0) * rate
+    hw = steps.hw
+    return {"flops": float(flops / (scenario.chips * hw.peak(scenario.dtype))),
+            "bytes": float(moved / (scenario.chips * hw.bandwidth))}  # fmt: skip
+
+
+def check_servable(scenario: Scenario, rate: float) -> None:
+    """ValueError if the trace at ``rate`` offers more FLOPs or bytes than the chips' peaks:
+    a result there (an attainment, a goodput) can only come from a trace too short to fill
+    the engines, and is refused rather than reported."""
+    load = offered_load(scenario, rate)
+    for what, share in load.items():
+        if share > 1:
+            raise ValueError(
+                f"{rate:g} requests/s offers {share:.0%} of the {scenario.chips} chips' peak "
+                f"{'FLOP/s' if what == 'flops' else 'bandwidth'} ({load['flops']:.0%} of the "
+                f"FLOP/s, {load['bytes']:.0%} of the bandwidth): no schedule can serve it"
+            )
+
+
 def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None = None) -> Result:
     """Simulate ``scenario`` (at ``rate``, default its load) under ``config`` on the
-    roofline step model, paged KV memory beside the weights on every chip (chapter 9).
-    ValueError for a configuration the engine refuses (a chunk budget not above the batch)
-    or a request that cannot fit in one chip's KV memory."""
+    roofline step model, paged KV memory beside the weights on every chip (chapter 9), and
+    return its steady-state part (``Result.steady``). ValueError for a configuration the
+    engine refuses (a chunk budget not above the batch), a request that cannot fit in one
+    chip's KV memory, or a rate the chips cannot serve (``check_servable``). Cached: a
+    Scenario is immutable and every simulation deterministic."""
+    return _serve(scenario, config, scenario.rate if rate is None else float(rate))
+
+
+@functools.lru_cache(maxsize=128)
+def _serve(scenario: Scenario, config: ServingConfig, rate: float) -> Result:
+    check_servable(scenario, rate)
     cfg, steps, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
     trace = scenario.trace(rate)
     if config.disaggregate:
@@ -134,30 +175,48 @@ def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None =
         def link(tokens: int) -> float:
             return kv_transfer_seconds(cfg, tokens, bandwidth, dtype)
 
-        return simulate_disaggregated(trace, steps, steps, memory, memory, link,
-                                      prefill_budget=config.token_budget,
-                                      max_batch=config.max_batch,
-                                      decode_engines=scenario.chips - 1)  # fmt: skip
-    policy = "continuous" if config.token_budget is None else "chunked"
-    return simulate(trace, steps, memory, policy, max_batch=config.max_batch,
-                    token_budget=config.token_budget, engines=scenario.chips)  # fmt: skip
+        result = simulate_disaggregated(trace, steps, steps, memory, memory, link,
+                                        prefill_budget=config.token_budget,
+                                        max_batch=config.max_batch,
+                                        decode_engines=scenario.chips - 1)  # fmt: skip
+    else:
+        policy = "continuous" if config.token_budget is None else "chunked"
+        result = simulate(trace, steps, memory, policy, max_batch=config.max_batch,
+                          token_budget=config.token_budget, engines=scenario.chips)  # fmt: skip
+    return result.steady()
+
+
+def _rungs(scenario: Scenario, loads: Sequence[float]) -> list[float]:
+    """The ladder's rates, up to the last the chips can serve (``check_servable``)."""
+    rates = []
+    for load in sorted(loads):
+        rate = scenario.rate * load
+        if max(offered_load(scenario, rate).values()) > 1:
+            break
+        rates.append(rate)
+    return rates
 
 
 def config_goodput(
     scenario: Scenario, config: ServingConfig, loads: Sequence[float] = PLAN_LOADS
 ) -> float:
-    """DistServe's goodput of ``config`` (``max_rate_under_slo``): the highest of the rates
-    ``scenario.rate`` × ``loads`` at which ``scenario.share`` of requests meet both SLOs,
-    the rates tried in increasing order until one falls short; 0.0 if the first does."""
-    return max_rate_under_slo(lambda rate: serve_config(scenario, config, rate),
-                              [scenario.rate * load for load in sorted(loads)],
+    """DistServe's goodput of ``config`` (``max_rate_under_slo``) for the pair: the highest
+    of the rates ``scenario.rate`` × ``loads`` at which ``scenario.share`` of requests meet
+    both SLOs at steady state, the rates tried in increasing order until one falls short
+    (rates the chips cannot serve are not tried); 0.0 if the first does. Per chip, as
+    DistServe reports it: divide by ``scenario.chips``."""
+    rates = _rungs(scenario, loads)
+    if not rates:
+        return 0.0
+    return max_rate_under_slo(lambda rate: serve_config(scenario, config, rate), rates,
                               scenario.ttft_slo, scenario.tpot_slo, scenario.share)  # fmt: skip
 
 
 def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]:
-    """What ``config`` does at the scenario's load (chapter 9): SLO attainment, p90 TTFT
-    and TPOT (s), output tokens/s, the busiest engine's peak batch, and memory per chip:
-    the weights and the KV cache allocated on average over busy time (bytes)."""
+    """What ``config`` does at the scenario's load, at steady state (chapter 9): SLO
+    attainment and its standard error, p90 TTFT and TPOT (s), output tokens/s, the busiest
+    engine's peak batch, and memory per chip: the weights and the KV cache allocated on
+    average over busy time (bytes)."""
     from helpers.memory import kv_bytes_per_token, weight_bytes
 
     cfg, _, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
@@ -166,6 +225,7 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
     kappa = kv_bytes_per_token(cfg, scenario.dtype)
     return {
         "attainment": result.attainment(scenario.ttft_slo, scenario.tpot_slo),
+        "attainment_se": result.attainment_se(scenario.ttft_slo, scenario.tpot_slo),
         "ttft_p90": float(np.percentile(result.ttft, 90)),
         "tpot_p90": float(np.percentile(tpot, 90)) if len(tpot) else math.nan,
         "throughput": result.throughput,
@@ -177,14 +237,61 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
 
 
 @dataclass(frozen=True)
+class SteadyCheck:
+    """``steady_check``'s answer: attainment at the load and goodput on the scenario's
+    trace and on one twice as long, and whether they agree within the tolerances."""
+
+    requests: int
+    attainment: tuple[float, float]
+    goodput: tuple[float, float]
+
+    @property
+    def holds(self) -> bool:
+        (a1, a2), (g1, g2) = self.attainment, self.goodput
+        return (abs(a2 - a1) <= ATTAINMENT_TOLERANCE
+                and abs(g2 - g1) <= GOODPUT_TOLERANCE * max(g1, g2, 1e-12))  # fmt: skip
+
+    def __str__(self) -> str:
+        (a1, a2), (g1, g2) = self.attainment, self.goodput
+        change = abs(g2 - g1) / max(g1, g2) if max(g1, g2) else 0.0
+        return (f"doubling the trace from {self.requests:,} to {2 * self.requests:,} requests "
+                f"moves attainment at the load {a1:.1%} -> {a2:.1%} (tolerance "
+                f"{ATTAINMENT_TOLERANCE:.0%} points) and goodput {g1:g} -> {g2:g} requests/s "
+                f"({change:.0%}, tolerance {GOODPUT_TOLERANCE:.0%}): "
+                f"{'steady' if self.holds else 'NOT steady: lengthen the trace'}")
+
+
+def steady_check(scenario: Scenario, config: ServingConfig,
+                 loads: Sequence[float] = PLAN_LOADS) -> SteadyCheck:  # fmt: skip
+    """Is ``scenario.requests`` long enough for ``config``? Its attainment at the load and
+    its goodput, on the scenario's trace and on one of twice as many requests (the same
+    seed, so the first half of the longer trace is the shorter one)."""
+    longer = replace(scenario, requests=2 * scenario.requests)
+    slo = (scenario.ttft_slo, scenario.tpot_slo)
+    return SteadyCheck(
+        scenario.requests,
+        (serve_config(scenario, config).attainment(*slo),
+         serve_config(longer, config).attainment(*slo)),
+        (config_goodput(scenario, config, loads), config_goodput(longer, config, loads)),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Plan:
     """The planner's answer: the ``best`` configuration (None if none meets the SLOs at
-    the load), its goodput, and every candidate's goodput and attainment at the load."""
+    the load), its goodput (requests/s for all the chips; ``per_chip`` divides by them, as
+    DistServe reports it), and every candidate's goodput and attainment at the load."""
 
     best: ServingConfig | None
     goodput: float
     goodputs: dict[ServingConfig, float]
     attainment: dict[ServingConfig, float]
+    chips: int = 2
+
+    @property
+    def per_chip(self) -> float:
+        """DistServe's goodput per chip (requests/s)."""
+        return self.goodput / self.chips
 
 
 def plan_serving(
@@ -196,31 +303,35 @@ def plan_serving(
     those that meet the SLOs there, find their goodput (``config_goodput``), and choose the
     highest goodput; on a tie the higher attainment at the load, then the earlier candidate
     (``plan_candidates`` lists smaller batches and colocated engines first). A candidate
-    the engine refuses counts as attaining nothing. Searches are cached (a Scenario is
-    immutable and every simulation deterministic)."""
+    the engine refuses counts as attaining nothing. Every figure is at steady state, and no
+    goodput exceeds what the chips can serve (``check_servable``). Searches are cached."""
     candidates = tuple(plan_candidates() if candidates is None else candidates)
     return _plan(scenario, candidates, tuple(loads))
+
+
+def _attains(scenario: Scenario, config: ServingConfig, rate: float | None = None) -> float:
+    """Attainment of ``config`` at ``rate`` (default the load); 0.0 if the engine refuses."""
+    try:
+        result = serve_config(scenario, config, rate)
+    except ValueError:
+        return 0.0
+    return result.attainment(scenario.ttft_slo, scenario.tpot_slo)
 
 
 @functools.lru_cache(maxsize=256)
 def _plan(scenario: Scenario, candidates: tuple, loads: tuple) -> Plan:
     attainment, goodputs = {}, {}
     for config in candidates:
-        try:
-            result = serve_config(scenario, config)
-        except ValueError:
-            attainment[config] = 0.0
-            continue
-        attainment[config] = result.attainment(scenario.ttft_slo, scenario.tpot_slo)
+        attainment[config] = _attains(scenario, config)
         if attainment[config] >= scenario.share:
             higher = [load for load in sorted(loads) if load > 1.0]  # it meets the load
             goodputs[config] = max(scenario.rate, config_goodput(scenario, config, higher)
                                    if higher else 0.0)  # fmt: skip
     if not goodputs:
-        return Plan(None, 0.0, goodputs, attainment)
+        return Plan(None, 0.0, goodputs, attainment, scenario.chips)
     order = {config: index for index, config in enumerate(candidates)}
     best = max(goodputs, key=lambda c: (goodputs[c], attainment[c], -order[c]))
-    return Plan(best, goodputs[best], goodputs, attainment)
+    return Plan(best, goodputs[best], goodputs, attainment, scenario.chips)
 
 
 SCENARIO_FAMILIES = ("long prompts", "busy", "tight TPOT", "big model")
@@ -242,8 +353,8 @@ def draw_scenario(seed: int, family: str | None = None) -> Scenario:
     set from the roofline's decode step of 32 sequences, the TTFT SLO from the mean
     prompt's prefill, the load from the pair's decode
     capacity at batch 32; then, a little at a time, the load is lowered and the SLOs loosened
-    until some candidate of ``plan_candidates`` meets them. Each family makes a different
-    knob matter, so no one configuration is the best for all of them."""
+    until some candidate of ``plan_candidates`` meets them at steady state. Each family
+    makes a different knob matter, so no one configuration is the best for all of them."""
     rng = np.random.default_rng(seed)
     family = SCENARIO_FAMILIES[int(rng.integers(len(SCENARIO_FAMILIES)))] if family is None \
         else one_of(family, SCENARIO_FAMILIES, "family")  # fmt: skip
@@ -262,10 +373,11 @@ def draw_scenario(seed: int, family: str | None = None) -> Scenario:
     ttft_slo = max(0.25, 8 * prefill) * rng.uniform(0.9, 1.1)
     rate = 2 * 32 / step / output * load * rng.uniform(0.85, 1.15)
     scenario = Scenario(model, chip, "bf16", round(float(rate), 2), prompt, output,
-                        round(float(ttft_slo), 4), round(float(tpot_slo), 5), 0.9, 2, 50.0, 100,
-                        int(rng.integers(1 << 30)))  # fmt: skip
+                        round(float(ttft_slo), 4), round(float(tpot_slo), 5), 0.9, 2, 50.0,
+                        STEADY_REQUESTS, int(rng.integers(1 << 30)))  # fmt: skip
+    candidates = plan_candidates()
     for _ in range(30):  # lower the load, loosen the SLOs, until some candidate meets them
-        if plan_serving(scenario).best is not None:
+        if any(_attains(scenario, c) >= scenario.share for c in candidates):
             return scenario
         scenario = replace(scenario, rate=round(scenario.rate * 0.8, 2),
                            ttft_slo=round(scenario.ttft_slo * 1.1, 4),

@@ -125,6 +125,23 @@ class RooflineSteps:
                                        step.decode_context)  # fmt: skip
         return seconds
 
+    def request_work(self, prompt: int, output: int) -> tuple[float, float]:
+        """The FLOPs a request of ``prompt`` and ``output`` tokens costs however it is
+        scheduled, and the bytes no batching shares: its prefill and its output − 1 decodes
+        through the linear layers and attention, the LM head once per output token; the
+        bytes are its tokens' own KV writes and every decode's read of its own cache (the
+        weights, read once per step whatever the batch, are left out: a lower bound).
+        Offered per second at a rate, against the chips' peaks, this says whether any
+        schedule can serve that rate (``planner.offered_load``)."""
+        (_, fs), _ = self._linears
+        (_, hs), _ = self._head
+        decodes = output - 1
+        contexts = decodes * prompt + decodes * (decodes - 1) // 2  # prompt … prompt+o−2
+        keys = attended_keys(prompt, 0, "causal") + contexts + decodes
+        flops = fs * (prompt + decodes) + hs * output + self._per_key * keys
+        moved = self._per_token * (prompt + decodes) + self._per_cached * contexts
+        return float(flops), float(moved)
+
     def decode_run(self, batch: int, context: int, steps: int) -> np.ndarray:
         """``steps`` decode steps at once: attention's FLOPs and bytes are affine in the
         context, so when the first and last steps are bound by the same term every step

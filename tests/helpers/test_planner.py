@@ -44,7 +44,8 @@ def test_serve_config_runs_the_simulator_it_names():
     chunked = serving.serve_config(SMALL, ServingConfig(64, 512))
     direct = serving.simulate(SMALL.trace(), steps, kv, "chunked", max_batch=64, token_budget=512,
                               engines=2)
-    np.testing.assert_array_equal(chunked.finish, direct.finish)
+    np.testing.assert_array_equal(chunked.finish, direct.steady().finish)  # at steady state
+    assert chunked.window == direct.steady().window
     split = serving.serve_config(SMALL, ServingConfig(64, None, True))
     assert len(split.extra["prefill"]) == 1 and len(split.extra["decode"]) == 1
     assert (split.extra["transfer_seconds"] > 0).all()
@@ -54,9 +55,9 @@ def test_serve_config_runs_the_simulator_it_names():
 
 def test_goodput_is_the_highest_rung_that_attains_the_share():
     config = ServingConfig(64, 512)
-    goodput = serving.config_goodput(SMALL, config, (1.0, 2.0, 3.0))
-    assert goodput in (0.0, 40.0, 80.0, 120.0)
-    for load in (1.0, 2.0, 3.0):
+    goodput = serving.config_goodput(SMALL, config, (1.0, 1.5, 2.0))
+    assert goodput in (0.0, 40.0, 60.0, 80.0)
+    for load in (1.0, 1.5, 2.0):
         rate = 40.0 * load
         meets = serving.serve_config(SMALL, config, rate).attainment(0.5, 0.010) >= 0.9
         assert meets == (goodput >= rate)
@@ -70,19 +71,55 @@ def test_plan_chooses_the_best_goodput_and_reports_it():
     assert plan.goodput == max(plan.goodputs.values())
     assert set(plan.goodputs) <= set(plan.attainment) == set(serving.plan_candidates())
     assert all(plan.attainment[c] >= 0.9 for c in plan.goodputs)
-    # On the full 100-request trace a batch cap of 16 queues 20 requests a second per engine,
-    # and the queue breaks the TTFT SLO; a cap of 64 does not.
-    capped = serving.serve_config(Scenario(), ServingConfig(16))
+    # At steady state a batch cap of 16 queues 20 requests a second per engine, and the
+    # queue breaks the TTFT SLO; a cap of 64 does not.
+    steady = dataclasses.replace(SMALL, requests=400)
+    capped = serving.serve_config(steady, ServingConfig(16))
     assert np.mean(capped.ttft <= 0.5) < 0.9
-    assert serving.serve_config(Scenario(), ServingConfig(64)).attainment(0.5, 0.010) >= 0.9
+    assert serving.serve_config(steady, ServingConfig(64)).attainment(0.5, 0.010) >= 0.9
     report = serving.config_report(SMALL, plan.best)
     assert report["attainment"] == plan.attainment[plan.best]
+    assert 0 <= report["attainment_se"] < 0.5
     assert 0 < report["ttft_p90"] <= 0.5 and 0 < report["tpot_p90"] <= 0.010
     cfg = models.get("Qwen2.5-7B")
     assert report["weight_bytes"] == memory.weight_bytes(cfg)
     assert report["weight_bytes"] + report["kv_bytes"] <= report["memory_bytes"]
     assert report["memory_bytes"] <= hardware.get("H100 SXM").memory_bytes
     assert serving.plan_serving(SMALL, loads=(1.0, 2.0)) is plan  # cached
+    assert plan.per_chip == plan.goodput / 2  # DistServe reports goodput per GPU
+
+
+def test_request_work_is_what_torch_would_count():
+    # A request's FLOPs, scheduled any way: its prefill and each decode at its own context.
+    from helpers.flops import forward_flops
+
+    cfg = models.get("Qwen2.5-7B")
+    steps = serving.RooflineSteps(cfg, hardware.get("H100 SXM"))
+    prompt, output = 300, 20
+    counted = forward_flops(cfg, prompt, attention="causal", logits="last").total + sum(
+        forward_flops(cfg, 1, context=c, logits="last").total
+        for c in range(prompt, prompt + output - 1))
+    flops, moved = steps.request_work(prompt, output)
+    assert flops == counted
+    kv_read = sum(memory.forward_bytes(cfg, 1, context=c)["attention"]
+                  for c in range(prompt, prompt + output - 1))  # fmt: skip
+    assert moved >= kv_read - (output - 1) * memory.forward_bytes(cfg, 1)["attention"]
+    assert moved > memory.kv_cache_bytes(cfg, prompt) * (output - 1)  # every decode reads it
+
+
+def test_a_rate_beyond_the_chips_peaks_is_refused():
+    # 120 requests/s of Qwen2.5-7B (prompts ~1k, outputs ~256) need more FLOP/s than two
+    # H100s have: the 100-request trace once "served" it, only because it ended first.
+    scenario = Scenario(requests=200)
+    load = serving.planner.offered_load(scenario, 120.0)
+    assert load["flops"] > 1 > load["bytes"]
+    assert serving.planner.offered_load(scenario, 60.0)["flops"] == pytest.approx(
+        load["flops"] / 2)
+    with pytest.raises(ValueError, match=r"120 requests/s offers 1\d\d% of the 2 chips' peak "
+                                         r"FLOP/s.*no schedule can serve it"):
+        serving.serve_config(scenario, ServingConfig(64, 512), 120.0)
+    # The goodput ladder stops below it: 3x the load is never tried.
+    assert serving.planner._rungs(scenario, (1.0, 2.0, 3.0)) == [40.0, 80.0]
 
 
 def test_plan_with_no_feasible_candidate():
