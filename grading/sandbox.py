@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
+import importlib.util
 import json
 import os
 import secrets
@@ -28,7 +30,7 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
@@ -106,6 +108,7 @@ _uids_free = list(range(UID_BASE + 510, UID_BASE, -2))
 # Without bubblewrap (a Docker container such as Gradescope's forbids its namespaces), root
 # may still give the two processes users of their own: `grading.gradescope` sets this.
 USERS_WITHOUT_SANDBOX = False
+ROLES = ("tester", "answer")  # each side of a question runs in a sandbox of its own
 
 
 def _namespaces() -> list[str]:
@@ -127,9 +130,15 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _bwrap(limits: Limits) -> list[str]:
+def _bwrap(limits: Limits, role: str) -> list[str]:
+    """The tester's sandbox sees the real ``helpers``; the answer's sees none (the tester
+    sends it a copy with the references stubbed), not even inside the Python folders."""
     python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
     package_dirs = {Path(p).resolve() for p in helpers.__path__}
+    masked = set()
+    if role == "answer":
+        masked = {p for p in package_dirs if any(d in p.parents for d in python_dirs)}
+        package_dirs = set()
     args = ["bwrap", *_namespaces(), "--die-with-parent", "--new-session", *_system_binds()]
     for path in ETC:
         args += ["--ro-bind-try", path, path]
@@ -149,6 +158,8 @@ def _bwrap(limits: Limits) -> list[str]:
         args += ["--perms", "0755", "--dir", folder]
     for path in bound:
         args += ["--ro-bind", str(path), str(path)]
+    for path in sorted(masked):  # a copy installed in site-packages, hidden
+        args += ["--perms", "0555", "--tmpfs", str(path), "--remount-ro", str(path)]
     args += ["--chdir", HOME, "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]
 
@@ -246,7 +257,8 @@ class _Warm:
     left, removes what was written and, if anything else changed (its limits, a file it
     keeps, a System V IPC object), ends: the grader then starts a fresh one."""
 
-    def __init__(self, sandboxed: bool, limits: Limits, users: bool):
+    def __init__(self, sandboxed: bool, limits: Limits, users: bool, role: str):
+        self.role = role
         self.folder = tempfile.TemporaryDirectory(prefix="grade-")
         home = HOME if sandboxed else str(Path(self.folder.name, "home"))
         if not sandboxed:
@@ -254,9 +266,10 @@ class _Warm:
             if users:  # the two users reach their own folders under it, nothing else here
                 os.chmod(self.folder.name, 0o711)
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"control_fd": theirs.fileno(), "preimport": PREIMPORT, "sandboxed": sandboxed,
+        config = {"control_fd": theirs.fileno(), "preimport": _for(role, PREIMPORT),
+                  "sandboxed": sandboxed, "role": role,
                   "tester_home": TESTER_HOME if sandboxed else None}  # fmt: skip
-        command = _bwrap(limits) if sandboxed else [sys.executable, "-I", str(RUNNER)]
+        command = _bwrap(limits, role) if sandboxed else [sys.executable, "-I", str(RUNNER)]
         with open(Path(self.folder.name, "log.txt"), "wb") as log:
             self.process = subprocess.Popen(
                 command,
@@ -279,15 +292,16 @@ class _Warm:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def submit(self, job: dict, preimport: list[str], report_fd: int) -> bool:
-        """Hand a job to a fresh zygote; False if the template is gone."""
+    def submit(self, job: dict, preimport: list[str], fds: list[int]) -> bool:
+        """Hand a job (and ``fds``: the tester's report file, the zygotes' channel) to a
+        fresh zygote; False if the template is gone."""
         with tempfile.TemporaryFile() as job_file:  # read by the zygote alone
             job_file.write(json.dumps(job).encode())
             job_file.flush()
             job_file.seek(0)
             try:
-                message = json.dumps({"preimport": preimport}).encode()
-                socket.send_fds(self.control, [message], [job_file.fileno(), report_fd])
+                message = json.dumps({"preimport": _for(self.role, preimport)}).encode()
+                socket.send_fds(self.control, [message], [job_file.fileno(), *fds])
             except OSError:
                 return False
         return True
@@ -327,14 +341,14 @@ def _stop_everyone() -> None:
         warm.kill()
 
 
-def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Warm:
-    key = (sandboxed, limits.disk, users)
+def _checkout(sandboxed: bool, limits: Limits, users: bool, role: str) -> _Warm:
+    key = (sandboxed, limits.disk, users, role)
     pool = _warm.__dict__.setdefault("pool", {})
     warm = pool.get(key)
     if warm is None or not warm.alive():
         if warm is not None:
             warm.kill()
-        warm = pool[key] = _Warm(sandboxed, limits, users)
+        warm = pool[key] = _Warm(sandboxed, limits, users, role)
     return warm
 
 
@@ -347,47 +361,72 @@ def _discard(warm: _Warm) -> None:
 
 
 def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
-    job = {
-        "zygote_nonce": zygote_nonce,
-        "preimport": PREIMPORT + _imported(questions),
-        "uids": uids,
-        "first": first,
-        "limits": {"output": limits.output, "processes": limits.processes},
-        "questions": [
-            {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
-            for q, n in zip(questions, nonces, strict=True)
-        ],
-    }
+    shared = {"preimport": PREIMPORT + _imported(questions), "first": first,
+              "limits": {"output": limits.output, "processes": limits.processes}}  # fmt: skip
+    per_question = _question_limits(limits)
+    tester_job = {**shared, "zygote_nonce": zygote_nonce,
+                  "uids": uids and {"tester": uids["tester"]},
+                  "questions": [{"setup": q.setup, "visible": q.visible, "full": q.full,
+                                 "names": q.names, "references": q.references, "nonce": n,
+                                 "limits": per_question}
+                                for q, n in zip(questions, nonces, strict=True)]}  # fmt: skip
+    # The answer's side gets the setup and the student's answers: no test, no nonce.
+    answer_job = {**shared, "preimport": _for("answer", shared["preimport"]),
+                  "uids": uids and {"answer": uids["answer"]},
+                  "questions": [{"setup": q.setup, "answer": q.answer, "limits": per_question}
+                                for q in questions]}  # fmt: skip
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
-        warm = _checkout(sandbox, limits, uids is not None)
+        tester, answer = (_checkout(sandbox, limits, uids is not None, r) for r in ROLES)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                sent = warm.submit(job, _imported(questions), report_fd)
+                sent = answer.submit(answer_job, _imported(questions), [theirs.fileno()])
+                sent = sent and tester.submit(tester_job, _imported(questions),
+                                              [report_fd, ours.fileno()])  # fmt: skip
             finally:
                 os.close(report_fd)
-            stalled, reply = _watch(warm, report_path, zygote_nonce, limits) if sent else (
-                False, None)  # fmt: skip
+                ours.close()
+                theirs.close()
+            stalled, replies = _watch(tester, answer, report_path, zygote_nonce, limits) if sent \
+                else (False, {})  # fmt: skip
             records = _read_report(report_path, limit=limits.output)
-        if not (reply and reply.get("pristine")):
-            _discard(warm)
-        if records or stalled or reply is not None or attempt:
+        for warm in (tester, answer):
+            if not (replies.get(warm.role) or {}).get("pristine"):
+                _discard(warm)
+        ours_records = [r for r in records if r.get("zygote") == zygote_nonce]
+        stalled = (stalled or bool((replies.get("answer") or {}).get("stopped"))
+                   or any(r.get("answer_zygote") == "stopped" for r in ours_records))  # fmt: skip
+        if records or stalled or replies.get("tester") is not None or attempt:
             return records, stalled
     return [], False
 
 
-def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
-    """Wait for the zygote; stop the sandbox (and say so) when it makes no progress:
+def _watch(tester: _Warm, answer: _Warm, report: Path, zygote_nonce: str, limits: Limits):
+    """Wait for both zygotes; stop the sandboxes (and say so) when they make no progress:
     nothing started within STARTUP_S, or a question not done within its wall clock and
-    GRACE_S. Returns whether it was stopped, and the template's reply (None: gone)."""
+    GRACE_S. Returns whether they were stopped, and each template's reply by role (None:
+    gone). Once the tester's side is done, the answer's has GRACE_S to end."""
     deadline, size = time.monotonic() + STARTUP_S, -1
+    replies: dict[str, dict | None] = {}
     while True:
-        ready, _, _ = select.select([warm.control], [], [], 0.05)
-        if ready:
-            return False, warm.reply()
-        if not warm.alive():
-            return False, None
+        waiting = [w for w in (tester, answer) if w.role not in replies]
+        if not waiting:
+            return False, replies
+        ready, _, _ = select.select([w.control for w in waiting], [], [], 0.05)
+        for warm in waiting:
+            if warm.control in ready:
+                replies[warm.role] = warm.reply()
+            elif not warm.alive():
+                replies[warm.role] = None
+        if "tester" in replies:
+            if "answer" not in replies:
+                deadline = min(deadline, time.monotonic() + GRACE_S)
+                if time.monotonic() > deadline:  # its zygote will not end: a fresh sandbox
+                    answer.kill()
+                    replies["answer"] = None
+            continue
         if report.stat().st_size != size:
             size = report.stat().st_size
             ours = [r for r in _read_report(report, limits.output)
@@ -397,8 +436,59 @@ def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
             elif ours:
                 deadline = time.monotonic() + GRACE_S  # the next start, or the end
         if time.monotonic() > deadline:
-            warm.kill()
-            return True, None
+            tester.kill()
+            answer.kill()
+            return True, replies
+
+
+def _for(role: str, modules: list[str]) -> list[str]:
+    """What a side may import ahead of its questions: the answer's side never imports
+    ``helpers`` (its only copy arrives with each question, references stubbed), only what
+    the helpers modules import (torch, ipywidgets...), so that each question is quick."""
+    if role == "tester":
+        return modules
+    return list(dict.fromkeys(m for name in modules for m in _outside_helpers(name)))
+
+
+@functools.cache
+def _outside_helpers(name: str) -> tuple[str, ...]:
+    """``name`` if it is not part of helpers; else the modules outside helpers that its
+    source imports at its top level, through the helpers modules it imports in turn."""
+    if name != "helpers" and not name.startswith("helpers."):
+        return (name,)
+    try:
+        spec = importlib.util.find_spec(name)
+        tree = ast.parse(Path(spec.origin).read_bytes()) if spec and spec.origin else None
+    except (ImportError, ValueError, OSError, SyntaxError):
+        return ()
+    if tree is None:
+        return ()
+    package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+    found: list[str] = []
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found += _outside_helpers(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0]
+                base = f"{parent}.{base}" if base else parent
+            found += _outside_helpers(base)
+            if base == "helpers" or base.startswith("helpers."):
+                for alias in node.names:
+                    found += _outside_helpers(f"{base}.{alias.name}")
+    return tuple(dict.fromkeys(found))
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    found = []
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try)):
+            found += _top_level(node.body + node.orelse + getattr(node, "finalbody", []))
+        else:
+            found.append(node)
+    return found
 
 
 def _imported(questions: list[Question]) -> list[str]:
