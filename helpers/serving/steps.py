@@ -6,7 +6,7 @@ toy linear model for hand-worked examples (``LinearSteps``), or any callable on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,3 +212,65 @@ class LinearSteps:
         """``steps`` decode steps at once (the context grows by ``batch`` a step)."""
         contexts = context + batch * np.arange(steps)
         return self.fixed + self.per_token * batch + self.per_context * contexts
+
+
+FEATURES = ("step", "token", "head", "chunk", "decode_key", "prefill_key")
+
+
+def step_features(prefill: Sequence[tuple[int, int]], decode: int, decode_context: int,
+                  heads: int) -> tuple[float, ...]:  # fmt: skip
+    """What a measured step's time is fitted on (``FittedSteps``): 1 (a fixed cost: launches,
+    the framework), the tokens the linear layers see, the LM-head rows, the prompt chunks
+    (each its own attention call), the keys the decodes attend to (their cached tokens and
+    their own), and the keys the chunks attend to (causal, after their cached tokens)."""
+    tokens = decode + sum(new for new, _ in prefill)
+    prefill_keys = sum(attended_keys(new, before, "causal") for new, before in prefill)
+    return (1.0, float(tokens), float(heads), float(len(prefill)),
+            float(decode_context + decode), float(prefill_keys))  # fmt: skip
+
+
+class FittedSteps:
+    """A step-time model fitted to steps measured on a device (chapter 8's fidelity check;
+    Vidur, Agrawal et al. MLSys 2024, profiles operators and fits them the same way):
+    seconds = Σ coefficient × ``step_features``, the coefficients non-negative least
+    squares on the measured steps. ``fit`` takes (Step, seconds) pairs."""
+
+    def __init__(self, coefficients: Sequence[float]) -> None:
+        if len(coefficients) != len(FEATURES) or min(coefficients) < 0:
+            raise ValueError(f"need {len(FEATURES)} non-negative coefficients for {FEATURES}, "
+                             f"got {coefficients!r}")  # fmt: skip
+        self.coefficients = np.asarray(coefficients, dtype=float)
+
+    @classmethod
+    def fit(cls, measured: Sequence[tuple[Step, float]]) -> FittedSteps:
+        """Least squares on relative error (each row divided by its time, so a 1 ms step
+        counts as much as a 100 ms one), with coefficients kept ≥ 0: a feature whose
+        coefficient comes out negative is dropped and the rest refitted."""
+        if len(measured) < len(FEATURES):
+            raise ValueError(f"fit needs at least {len(FEATURES)} measured steps, got "
+                             f"{len(measured)}")  # fmt: skip
+        x = np.array([step_features(s.prefill, s.decode, s.decode_context, s.heads)
+                      for s, _ in measured])  # fmt: skip
+        y = np.array([seconds for _, seconds in measured], dtype=float)
+        if not (y > 0).all():
+            raise ValueError("every measured step time must be positive")
+        active = list(range(len(FEATURES)))
+        while True:
+            rows = x[:, active] / y[:, None]
+            solution, *_ = np.linalg.lstsq(rows, np.ones(len(y)), rcond=None)
+            if (solution >= 0).all():
+                break
+            del active[int(np.argmin(solution))]
+        coefficients = np.zeros(len(FEATURES))
+        coefficients[active] = solution
+        return cls(coefficients)
+
+    def __call__(self, step: Step) -> float:
+        return float(self.coefficients @ step_features(step.prefill, step.decode,
+                                                       step.decode_context, step.heads))
+
+    def decode_run(self, batch: int, context: int, steps: int) -> np.ndarray:
+        """``steps`` decode steps at once: affine in the context, which grows by ``batch``."""
+        c = self.coefficients
+        fixed = c[0] + c[1] * batch + c[2] * batch + c[4] * (context + batch)
+        return fixed + c[4] * batch * np.arange(steps)
