@@ -1,100 +1,796 @@
-"""A GPU reference run in one call (chapter 5, §11): ``make gpu-reference``.
+"""The GPU edition of chapters 4-7 in one command: ``make gpu-reference``.
 
-``make gpu-reference`` makes its own virtual environment (``.venv-gpu``), installs a CUDA build
-of torch from PyPI into it (PyPI's Linux wheel is the CUDA one; ``make env`` installs the CPU
-build instead) and runs ``python -m helpers.gpu_reference --device cuda``, which:
+``python -m helpers.gpu_reference --device cuda`` (what the Makefile runs, with ``PYTHONPATH=.``
+and the system ``python3``: no virtual environment, nothing installed from a registry) measures
+on one GPU, at the real sizes, and writes ``helpers/data/gpu/<device>/`` (``helpers.gpu_edition``
+describes the files; every one carries the device, torch's version and the date):
 
-- runs ``helpers.bench`` at full sizes (no ``--quick``, scale 1 unless memory is short) in
-  fp32 and bf16, with its interleaved ceilings;
-- measures chapter 4's ceilings as chapter 4 does on a GPU (fp32, bf16 and fp16), in full mode;
-- writes ``helpers/data/bench_<kind>_<device>.json`` (e.g. ``bench_cuda_nvidia_h200.json``),
-  with both, and ``roofline_<kind>_<device>.png``, titled with the device, torch version and
-  date. Chapter 5 §11 shows every such file whose device is not a CPU.
+========== ============ ======================================================================
+step       chapter      what it measures
+========== ============ ======================================================================
+ceilings   04_timing    the matmul ceilings in fp32, bf16 and fp16 and the read bandwidth, in
+                        full mode (``ceilings.measure_ceilings``)
+sweep      05_matmuls   ``helpers.bench`` at full size: Qwen2.5-7B's layer shapes, fp32 and
+                        bf16, m = 1 … 4096, with its interleaved ceilings
+latency    06_ttft_tpot TTFT against prompt length and TPOT against context, with MFU and MBU,
+                        for Qwen2.5-0.5B (all 24 layers) and Qwen2.5-7B, random bf16 weights,
+                        timed as chapter 6 §4-5 times them
+batching   07_batching  the decode batch sweep of chapter 7 §2 (Qwen2.5-0.5B, 24 layers, bf16,
+                        context 512), batch ×4 from 1 up to the memory cap
+fidelity   (serving)    ``python -m helpers.serving --fidelity`` where ``helpers.serving`` has it
+                        (the real engine against the simulator); recorded as skipped otherwise
+notebooks  04-07        each chapter executed top to bottom on the GPU (nbclient,
+                        ``TEXTBOOK_DEVICE=cuda``), saved under ``notebooks/``
+========== ============ ======================================================================
 
-``--device cpu`` with ``--quick``, ``--scale`` and ``--max-tokens`` runs the same steps at tiny
-sizes, which is how the test suite checks this script on a machine without a GPU.
+Each measuring step runs in its own process, killed at its time limit, so one that fails or
+overruns is recorded in ``manifest.json`` and the run goes on. The notebooks need the Jupyter
+stack (nbclient, ipykernel, ipywidgets and their dependencies); where it is missing,
+``--wheels DIR`` installs the wheels ``make gpu-wheels`` downloaded (``WHEELS``) into a
+temporary folder with ``pip install --no-index --no-deps --target`` and puts it on
+``PYTHONPATH``. Where the stack is present nothing is installed. ``--pack FILE.tar.gz`` packs
+the device's folder into one file (to carry it off a machine).
+
+Time budget: 8 minutes on an NVIDIA H200 (``BUDGET_S``). Each step gets its limit or what is
+left of the budget, whichever is less; a step with nothing left is recorded as not run.
+Expected seconds (``Step.expected_s``), worked out from the H200's datasheet (989 TFLOP/s bf16
+dense, 67 fp32, 4.8 TB/s; ``helpers.hardware``) and rates measured on one (about 790 TFLOP/s
+for an 8192³ bf16 GEMM and 4.3 TB/s for a copy): on CUDA every timed call of
+``timing.time_callable`` follows an L2 flush (a 120 MiB ``zero_``, ~38 µs at 3.3 TB/s) and
+costs ~25 µs of host time for its events, and a point takes at least 10 calls and
+``min_run_time`` seconds *of timed calls*, so a point of kernel time t costs about
+max(10 t, min_run_time) · (1 + 63 µs / t) of wall time:
+
+- ceilings ≈ 20 s: fp32 5 GEMMs, the 16384³ one at 50 TFLOP/s (75% of the datasheet) 176 ms a
+  call × 13 calls, the others ~0.6 s each (min_run_time 0.5 s): ~5 s; bf16 and fp16 ~2.6 s each
+  (11 ms for 16384³ at 790 TFLOP/s); the 1 GiB stream 0.25 ms a call for 1 s of calls: 1.3 s;
+  plus ~8 s of torch import, CUDA context and random fills;
+- sweep ≈ 185 s: 104 points (2 dtypes × 4 shapes × 13 m), each t = max(FLOPs / peak, bytes /
+  4.3 TB/s) + 3 µs launch, min_run_time 0.3 s: 57 s in fp32 and 98 s in bf16 (the small
+  decode GEMVs cost the most: k,v at m = 1 is ~4 µs a call, so 75,000 calls for 0.3 s of
+  them), plus the bench's own full ceilings before and after (~2 × 9 s) and start-up;
+- latency ≈ 35 s: per model 4 prefills (0.1-0.6 s each; Qwen2.5-7B at 8192 tokens is 127
+  TFLOP, ~0.25 s a call) and 4 decode steps (0.2-0.8 s each, plus a 1 s stream beside each),
+  Qwen2.5-7B's 15 GB of weights filled at ~1 TB/s; start-up ~8 s;
+- batching ≈ 25 s: 8 batch sizes up to the cap (~20,000 sequences of 513 tokens: 12 KiB a
+  token, 126 GB of KV read per step, ~30 ms at 4.3 TB/s, plus 2N·B = 19 TFLOP ~25 ms), each
+  timed for 0.05-0.2 s after its cache is filled;
+- notebooks ≈ 130 s: chapter 5 ~45 s (its quick sweep is the one above at a tenth of the
+  min_run_time, ~15 s, and its pairs), chapters 4, 6, 7 ~25-30 s each, a kernel start each.
+
+Total ≈ 400 s of the 480. The limits below leave each step about a third more than expected;
+the manifest records what each one took, to correct the table after a run.
+
+``--device cpu --tiny`` runs every step at toy sizes (tiny models, a few shapes, the first code
+cells of each chapter): how the test suite checks this script end to end. A run that is not
+a full one on a GPU may not write under ``helpers/data/gpu/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import json
 import os
-import re
+import shutil
+import subprocess
 import sys
+import tarfile
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import bench, ceilings
+from helpers import gpu_edition
 
-__all__ = ["DTYPES", "CHAPTER4_DTYPES", "file_stem", "run", "main"]
+__all__ = ["Step", "STEPS", "BUDGET_S", "Size", "size_for", "JUPYTER_MODULES", "GPU_WHEELS",
+           "ASSUMED_PRESENT", "OPTIONAL",
+           "missing_modules", "install_wheels", "measure_timing", "measure_matmuls",
+           "measure_latency", "measure_batching", "fidelity_available", "execute_notebook",
+           "run", "main"]  # fmt: skip
 
-DTYPES = ("fp32", "bf16")
-CHAPTER4_DTYPES = {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")}
-DATA_DIR = Path(__file__).resolve().parent / "data"
+REPO = Path(__file__).resolve().parent.parent
+BUDGET_S = 480
+PACK_LIMIT_BYTES = 16 * 2**20
+"""A packed edition larger than this may not travel back as one file (a warning, not an
+error)."""
 
 
-def file_stem(device: str, device_name: str) -> str:
-    """``cuda``, "NVIDIA H200" → ``cuda_nvidia_h200``: the device kind and its name, lower
-    case, anything but letters and digits turned into single underscores."""
-    kind = re.sub(r":\d+$", "", device)
-    name = re.sub(r"[^a-z0-9]+", "_", device_name.lower()).strip("_")
-    if not name:
-        raise ValueError(f"device name {device_name!r} has no letters or digits")
-    return f"{kind}_{name}"
+@dataclass(frozen=True)
+class Step:
+    """One step of the run: its name, the chapter whose files it writes, and the seconds it
+    is expected to take on an H200 and may take at most (module docstring)."""
+
+    name: str
+    chapter: str | None
+    expected_s: int
+    limit_s: int
+
+
+STEPS = (
+    Step("ceilings", "04_timing", 20, 45),
+    Step("sweep", "05_matmuls", 185, 240),
+    Step("latency", "06_ttft_tpot", 35, 60),
+    Step("batching", "07_batching", 25, 45),
+    Step("fidelity", None, 0, 60),
+    Step("notebook 04_timing", "04_timing", 25, 45),
+    Step("notebook 05_matmuls", "05_matmuls", 45, 75),
+    Step("notebook 06_ttft_tpot", "06_ttft_tpot", 30, 50),
+    Step("notebook 07_batching", "07_batching", 30, 50),
+)
+MEASURING = ("ceilings", "sweep", "latency", "batching")
+
+JUPYTER_MODULES = ("nbformat", "nbclient", "jupyter_client", "ipykernel", "IPython", "ipywidgets",
+                   "zmq", "tornado", "traitlets")  # fmt: skip
+"""What executing the notebooks imports beyond torch, numpy, matplotlib and tqdm."""
+
+GPU_WHEELS = (
+    # nbformat, nbclient and the kernel they start
+    "nbformat==5.11.1", "fastjsonschema==2.22.3", "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1", "referencing==0.37.0", "rpds-py==2026.9.1",
+    "nbclient==0.11.0", "jupyter-client==8.10.0", "jupyter-core==5.9.1", "platformdirs==4.14.9",
+    "traitlets==5.16.1", "pyzmq==27.3.0", "tornado==6.6.1", "ipykernel==7.4.0", "comm==0.2.3",
+    "nest-asyncio2==1.7.4", "matplotlib-inline==0.2.2",
+    # IPython, which the kernel runs
+    "ipython==9.18.1", "ipython-pygments-lexers==1.1.1", "jedi==0.20.1", "parso==0.8.7",
+    "pexpect==4.9.0", "ptyprocess==0.7.0", "prompt-toolkit==3.0.53", "wcwidth==0.9.4",
+    "stack-data==0.6.3", "executing==2.3.0", "asttokens==3.0.2", "pure-eval==0.2.4",
+    # the chapters' explorers
+    "ipywidgets==8.1.9", "widgetsnbextension==4.0.16", "jupyterlab-widgets==3.0.17",
+)  # fmt: skip
+"""The wheels ``make gpu-wheels`` downloads: the Jupyter stack for CPython 3.12 on x86-64 Linux,
+for a machine that has a CUDA torch, numpy, matplotlib and tqdm and ``ASSUMED_PRESENT`` (as an
+ML image does) but no Jupyter; the versions are those this repository's tests ran with. The
+test suite checks that these are exactly the dependencies of nbclient, nbformat, ipykernel
+and ipywidgets that ``ASSUMED_PRESENT`` leaves out."""
+ASSUMED_PRESENT = ("attrs", "packaging", "psutil", "pygments", "python-dateutil",
+                   "typing-extensions")  # fmt: skip
+"""Dependencies of the Jupyter stack that a CUDA machine's Python already has (with torch,
+matplotlib or pip); the run names any module still missing."""
+JUPYTER_ROOTS = ("nbclient", "nbformat", "ipykernel", "ipywidgets")
+OPTIONAL = ("debugpy",)
+"""Dependencies left out: ipykernel runs without debugpy (no debugger), whose wheel is 4 MiB
+and needs glibc 2.34."""
+WHEEL_PLATFORMS = (*(f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)),
+                   "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
+"""pip matches a manylinux tag exactly, so every glibc from 2.17 to 2.39 is offered."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """How large each step runs: the real sizes on a GPU, toy ones for the CPU test."""
+
+    quick: bool
+    tiny: bool
+    gemms: tuple[tuple[int, int, int], ...] | None  # the ceilings' GEMMs (None: the default)
+    stream_bytes: int | None  # the bandwidth stream's buffer (None: the default)
+    scale: int | None  # the sweep's scale (None: automatic)
+    max_tokens: int  # the sweep's largest m
+    models: tuple[Any, ...]  # chapter 6's ModelConfigs
+    prompts: tuple[int, ...]
+    contexts: tuple[int, ...]
+    batch_model: Any  # chapter 7's ModelConfig
+    batch_context: int
+    max_batch: int | None  # a cap below the memory's (None: the memory's)
+    notebook_cells: int | None  # code cells of each chapter to run (None: all)
+    run_time: float = 1.0  # chapters 6-7's min and max run times per point, times this
+
+
+def _tiny_config(layers: int) -> Any:
+    from helpers import models
+
+    return dataclasses.replace(models.get("Qwen2.5-0.5B"), name=f"tiny Qwen2.5 ({layers} layers)",
+                               hidden=64, intermediate=128, layers=layers, head_dim=16,
+                               n_q_heads=4, n_kv_heads=2, vocab=500)  # fmt: skip
+
+
+def size_for(quick: bool = False, tiny: bool = False) -> Size:
+    """The real sizes (chapter 6's and 7's GPU sizes), or with ``tiny`` toy ones."""
+    from helpers import bench, models
+
+    if tiny:
+        return Size(quick=True, tiny=True, gemms=((256, 256, 256),), stream_bytes=32 * 2**20,
+                    scale=64, max_tokens=2, models=(_tiny_config(1), _tiny_config(2)),
+                    prompts=(8, 32), contexts=(8, 64), batch_model=_tiny_config(2),
+                    batch_context=16, max_batch=4, notebook_cells=2, run_time=0.1)  # fmt: skip
+    return Size(quick=quick, tiny=False, gemms=None, stream_bytes=None, scale=None,
+                max_tokens=bench.MAX_TOKENS,
+                models=(models.get("Qwen2.5-0.5B"), models.get("Qwen2.5-7B")),
+                prompts=(128, 512, 2048, 8192), contexts=(128, 4096, 16384, 32768),
+                batch_model=models.get("Qwen2.5-0.5B"), batch_context=512, max_batch=None,
+                notebook_cells=None)  # fmt: skip
+
+
+def _dtype(device: str) -> str:
+    """bf16 on a GPU, fp32 on a CPU (where CPU kernels are best), as chapters 6-7 choose."""
+    return "fp32" if device == "cpu" else "bf16"
+
+
+def _ceilings(device: str, dtypes: tuple[str, ...], size: Size, quick: bool) -> Any:
+    from helpers import ceilings
+
+    return ceilings.measure_ceilings(device, dtypes, quick=quick,
+                                     shapes=list(size.gemms) if size.gemms else None,
+                                     bandwidth_bytes=size.stream_bytes)  # fmt: skip
+
+
+# ----- chapter 4 ------------------------------------------------------------------------------
+
+def measure_timing(device: str, size: Size) -> dict[str, Any]:
+    """Chapter 4's ceilings: fp32, bf16 and fp16 on a GPU (fp32 and bf16 on a CPU)."""
+    dtypes = ("fp32", "bf16") if device == "cpu" else ("fp32", "bf16", "fp16")
+    return {"ceilings": _ceilings(device, dtypes, size, quick=size.quick).to_dict()}
+
+
+def plot_timing(data: dict[str, Any], ax: Any) -> None:
+    """Each dtype's measured roofline, and its datasheet roof dashed where there is one."""
+    from helpers import plots
+
+    c = data["ceilings"]
+    span = (0.1, 4000.0)
+    for i, (dtype, peak) in enumerate(c["matmul_flops"].items()):
+        plots.plot_roofline(ax, peak, c["bandwidth"], label=f"{dtype} measured",
+                            color=f"C{i}", annotate=False, intensity_range=span)  # fmt: skip
+        sheet = c.get("datasheet_flops", {}).get(dtype)
+        if sheet and c.get("datasheet_bandwidth"):
+            roof = len(ax.lines)  # the roof is the first line plot_roofline draws
+            plots.plot_roofline(ax, sheet, c["datasheet_bandwidth"], color=f"C{i}",
+                                label=f"{dtype} datasheet", annotate=False,
+                                intensity_range=span)  # fmt: skip
+            ax.lines[roof].set_linestyle("--")
+    ax.legend(fontsize=7)
+
+
+# ----- chapter 5 ------------------------------------------------------------------------------
+
+def measure_matmuls(device: str, size: Size) -> dict[str, Any]:
+    """``helpers.bench`` in fp32 and bf16 (full size, or ``size``'s scale and m)."""
+    from helpers import bench, ceilings
+
+    if size.gemms:  # bench measures its own ceilings; the tiny run keeps their GEMMs small
+        os.environ[ceilings.GEMMS_ENV] = ",".join("x".join(map(str, g)) for g in size.gemms)
+    with tempfile.TemporaryDirectory() as scratch:  # bench.run's own files are not kept
+        return bench.run(device, ("fp32", "bf16"), quick=size.quick, out_dir=scratch,
+                         scale=size.scale, max_tokens=size.max_tokens, progress=False)  # fmt: skip
+
+
+def draw_matmuls(data: dict[str, Any], path: Path) -> None:
+    """The sweep on its measured rooflines, as ``helpers.bench`` draws it."""
+    from helpers import bench, ceilings
+
+    points = [bench.SweepPoint(**p) for p in data["points"]]
+    bench.plot_roofline(points, ceilings.Ceilings(**data["ceilings"]), str(path),
+                        subtitle=gpu_edition.stamp_line(data["stamp"]))  # fmt: skip
+    _stamp_png(path, data["stamp"])
+
+
+# ----- chapter 6 ------------------------------------------------------------------------------
+
+def _free(device: str) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def measure_latency(device: str, size: Size) -> dict[str, Any]:
+    """TTFT per prompt length and TPOT per context for each of ``size.models``, with MFU and
+    MBU against this device's measured ceilings: chapter 6 §4-5's recipe (random weights;
+    ``model(prompt, logits="last")`` timed with ``time_callable``; a decode step timed from a
+    cache filled with random keys and values; the bandwidth streamed again beside each decode
+    timing and the best stream kept as the ceiling)."""
+    import torch
+
+    from helpers import ceilings, flops, latency, memory, timing
+    from helpers.decoder import KVCache, random_decoder
+
+    dtype = _dtype(device)
+    torch.set_grad_enabled(False)
+    measured = _ceilings(device, (dtype,), size, quick=True)
+    peak = measured.peak(dtype)
+    results, streams = [], []
+    for cfg in size.models:
+        model = random_decoder(cfg, device, ceilings.torch_dtype(dtype))
+
+        def prefill(ids: torch.Tensor, model: Any = model) -> Any:
+            return model(ids, logits="last")
+
+        prefill_rows = []
+        for prompt in size.prompts:
+            inputs = [(torch.randint(0, cfg.vocab, (1, prompt), device=device),) for _ in range(2)]
+            timed = timing.time_callable(prefill, inputs, device, warmup=1,
+                                         min_run_time=0.1 * size.run_time,
+                                         max_run_time=0.6 * size.run_time)  # fmt: skip
+            work = flops.forward_flops(cfg, prompt, attention="causal", logits="last").total
+            prefill_rows.append({"prompt": prompt, "seconds": timed.median_s, "iqr_s": timed.iqr_s,
+                                 "flops": work, "mfu": latency.flops_utilization(
+                                     work, timed.median_s, peak)})  # fmt: skip
+        token = torch.randint(0, cfg.vocab, (1, 1), device=device)
+
+        def decode_step(cache: KVCache, model: Any = model, token: Any = token) -> Any:
+            return model(token, cache, logits="last")
+
+        decode_rows = []
+        for context in size.contexts:
+            empty = model.new_cache(batch=1, max_tokens=context + 1)
+            for buffer in empty.keys + empty.values:
+                buffer.uniform_(-1, 1)
+            timed = timing.time_callable(decode_step, [(KVCache(empty.keys, empty.values,
+                                                                tokens=context),)],
+                                         device, warmup=2, min_run_time=0.2 * size.run_time,
+                                         max_run_time=0.8 * size.run_time)
+            streams.append(ceilings.measure_bandwidth(device, True, size.stream_bytes))
+            moved = sum(memory.forward_bytes(cfg, 1, context=context, dtype=dtype,
+                                             logits="last").values())  # fmt: skip
+            decode_rows.append({"context": context, "seconds": timed.median_s,
+                                "iqr_s": timed.iqr_s, "bytes": moved})  # fmt: skip
+            del empty
+        results.append({"name": cfg.name, "layers": cfg.layers, "params": flops.param_count(cfg),
+                        "weights_bytes": memory.weight_bytes(cfg, dtype), "prefill": prefill_rows,
+                        "decode": decode_rows, "cfg": dataclasses.asdict(cfg)})  # fmt: skip
+        del model
+        _free(device)
+    # A ceiling is the best this device reached (chapter 4): every MBU against the best stream.
+    measured = ceilings.with_best_bandwidth(measured, streams)
+    hw = measured.as_hardware_spec()
+    for entry, cfg in zip(results, size.models, strict=True):
+        for row in entry["prefill"]:
+            row["predicted_s"] = latency.ttft(cfg, hw, row["prompt"], dtype=dtype)
+        for row in entry["decode"]:
+            row["predicted_s"] = latency.tpot(cfg, hw, row["context"], dtype=dtype)
+            row["mbu"] = latency.bandwidth_utilization(row["bytes"], row["seconds"],
+                                                       measured.bandwidth)  # fmt: skip
+    return {"dtype": dtype, "ceilings": measured.to_dict(), "models": results}
+
+
+def plot_latency(data: dict[str, Any], axes: Any) -> None:
+    """TTFT against prompt and TPOT against context, measured (solid) and roofline (dashed)."""
+    left, right = axes
+    for i, model in enumerate(data["models"]):
+        for ax, rows, key in ((left, model["prefill"], "prompt"), (right, model["decode"],
+                                                                  "context")):  # fmt: skip
+            x = [r[key] for r in rows]
+            ax.plot(x, [r["seconds"] * 1e3 for r in rows], "o-", color=f"C{i}",
+                    label=f"{model['name']} measured")  # fmt: skip
+            ax.plot(x, [r["predicted_s"] * 1e3 for r in rows], "--", color=f"C{i}",
+                    label=f"{model['name']} roofline")  # fmt: skip
+    left.set(xscale="log", yscale="log", xlabel="prompt tokens", ylabel="TTFT (ms)")
+    right.set(xscale="log", yscale="log", xlabel="context tokens", ylabel="TPOT (ms)")
+    left.legend(fontsize=7)
+
+
+# ----- chapter 7 ------------------------------------------------------------------------------
+
+def _batches(cap: int) -> list[int]:
+    """1, 4, 16, … below ``cap``, then ``cap`` itself."""
+    out = [b for b in (4**i for i in range(32)) if b < cap]
+    return [*out, cap]
+
+
+def measure_batching(device: str, size: Size) -> dict[str, Any]:
+    """Chapter 7 §2's decode batch sweep, batch ×4 from 1 up to the memory cap: the largest
+    batch whose KV cache (context + 1 slots a sequence) and logits (two copies) fit in 90% of
+    the memory left beside the weights and the benchmark's buffers. A batch that still runs
+    out of memory ends the sweep, recorded."""
+    import torch
+
+    from helpers import ceilings, latency, memory, roofline, timing
+    from helpers.decoder import KVCache, random_decoder
+
+    dtype, cfg, context = _dtype(device), size.batch_model, size.batch_context
+    torch.set_grad_enabled(False)
+    measured = _ceilings(device, (dtype,), size, quick=True)
+    hw = measured.as_hardware_spec()
+    model = random_decoder(cfg, device, ceilings.torch_dtype(dtype))
+    per_sequence = (memory.kv_bytes_per_token(cfg, dtype) * (context + 1)
+                    + 2 * cfg.vocab * memory.dtype_bytes(dtype))  # fmt: skip
+    free = ceilings.device_memory_bytes(device)
+    cap = max(1, int(0.9 * free // per_sequence))
+    rule = (f"90% of {free / 2**30:,.1f} GiB free / {per_sequence / 2**20:,.2f} MiB a sequence "
+            f"(KV of {context + 1} tokens and two rows of logits)")  # fmt: skip
+    if size.max_batch and size.max_batch < cap:
+        cap, rule = size.max_batch, f"{rule}, capped at {size.max_batch} for this size"
+
+    def decode_step(tokens: torch.Tensor, cache: KVCache) -> Any:
+        return model(tokens, cache, logits="last")
+
+    rows, stopped = [], ""
+    for batch in _batches(cap):
+        try:
+            empty = model.new_cache(batch=batch, max_tokens=context + 1)
+            for buffer in empty.keys + empty.values:
+                buffer.uniform_(-1, 1)
+            tokens = torch.randint(0, cfg.vocab, (batch, 1), device=device)
+            timed = timing.time_callable(decode_step, [(tokens, KVCache(empty.keys, empty.values,
+                                                                        tokens=context))],
+                                         device, warmup=1, min_run_time=0.05 * size.run_time,
+                                         max_run_time=0.2 * size.run_time)
+        except (torch.OutOfMemoryError, MemoryError) as error:
+            stopped = f"batch {batch:,} ran out of memory ({str(error).splitlines()[0][:120]})"
+            break
+        finally:
+            empty = tokens = None
+            _free(device)
+        split = roofline.decode_split(cfg, hw, batch, context, dtype)
+        rows.append({"batch": batch, "seconds": timed.median_s, "iqr_s": timed.iqr_s,
+                     "predicted_s": split["weights"].seconds + split["attention"].seconds})
+    if not rows:
+        raise RuntimeError(f"no batch ran: {stopped}")
+    return {"model": cfg.name, "dtype": dtype, "context": context, "cap": cap, "cap_rule": rule,
+            "stopped": stopped, "rows": rows, "ceilings": measured.to_dict(),
+            "critical_batch": roofline.critical_batch_split(cfg, hw, dtype),
+            "knee": latency.measured_knee({r["batch"]: r["seconds"] for r in rows})
+            if len(rows) > 1 else float("nan")}  # fmt: skip
+
+
+def plot_batching(data: dict[str, Any], axes: Any) -> None:
+    """TPOT against batch, and throughput against TPOT (chapter 7 §2's two panels)."""
+    left, right = axes
+    rows = data["rows"]
+    batches = [r["batch"] for r in rows]
+    tpot_ms = [r["seconds"] * 1e3 for r in rows]
+    rates = [r["batch"] / r["seconds"] for r in rows]
+    left.plot(batches, tpot_ms, "o-", label="measured")
+    left.plot(batches, [r["predicted_s"] * 1e3 for r in rows], "--", label="roofline")
+    left.set(xscale="log", yscale="log", xlabel="batch size B", ylabel="decode step = TPOT (ms)")
+    left.legend(fontsize=7)
+    right.plot(tpot_ms, rates, "o-")
+    for b, x, y in zip(batches, tpot_ms, rates, strict=True):
+        right.annotate(f"B={b}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    right.set(xscale="log", yscale="log", xlabel="TPOT per request (ms)",
+              ylabel="aggregate tokens/s")  # fmt: skip
+
+
+def _stamp_png(path: Path, found: dict[str, str]) -> None:
+    """Put the stamp in the PNG's text ("Description"), where an image viewer shows it."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Description", json.dumps(found))
+    with Image.open(path) as image:
+        image.load()
+        image.save(path, pnginfo=info)
+
+
+def _figure(draw: Callable[..., None], panels: int, title: str) -> Callable[..., None]:
+    """A PNG writer for ``draw``: ``panels`` axes, titled with ``title`` and the stamp."""
+
+    def write(data: dict[str, Any], path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5))
+        draw(data, axes)
+        for ax in [axes] if panels == 1 else axes:
+            ax.grid(True, which="both", alpha=0.3)
+        fig.suptitle(f"{title}\n{gpu_edition.stamp_line(data['stamp'])}", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        _stamp_png(path, data["stamp"])
+
+    return write
+
+
+MEASURE: dict[str, tuple[str, Callable[..., dict[str, Any]], Callable[..., None]]] = {
+    "ceilings": ("04_timing", measure_timing,
+                 _figure(plot_timing, 1, "Chapter 4: the measured ceilings")),
+    "sweep": ("05_matmuls", measure_matmuls, draw_matmuls),
+    "latency": ("06_ttft_tpot", measure_latency,
+                _figure(plot_latency, 2, "Chapter 6: TTFT and TPOT, random weights")),
+    "batching": ("07_batching", measure_batching,
+                 _figure(plot_batching, 2, "Chapter 7: the decode batch sweep")),
+}  # fmt: skip
+"""Step name → (chapter, measuring function, PNG writer)."""
+
+
+def measure_step(name: str, device: str, out: Path, size: Size) -> Path:
+    """Run one measuring step here and write its chapter's JSON and PNG; returns the JSON."""
+    chapter, measure, draw = MEASURE[name]
+    found = gpu_edition.stamp(device)
+    data = {**measure(device, size), "quick": size.quick, "tiny": size.tiny, "stamp": found}
+    json_path = out / f"{chapter}.json"
+    json_path.write_text(json.dumps(data, indent=1) + "\n")
+    draw(data, out / f"{chapter}.png")
+    print(f"wrote {json_path} and {chapter}.png")
+    return json_path
+
+
+# ----- the serving engineer's fidelity run ----------------------------------------------------
+
+def fidelity_available(env: dict[str, str] | None = None) -> bool:
+    """Whether ``python -m helpers.serving`` offers ``--fidelity`` (its help lists it)."""
+    shown = subprocess.run([sys.executable, "-m", "helpers.serving", "--help"], env=env,
+                           capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    return shown.returncode == 0 and "--fidelity" in shown.stdout
+
+
+# ----- the Jupyter stack ----------------------------------------------------------------------
+
+def missing_modules(names: Sequence[str] = JUPYTER_MODULES) -> list[str]:
+    """Those of ``names`` that cannot be imported here."""
+    importlib.invalidate_caches()
+    return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def install_wheels(folder: Path | str, target: Path | str) -> list[Path]:
+    """``pip install --no-index --no-deps --target target`` every wheel in ``folder``, then
+    put ``target`` first on this process's path and on ``PYTHONPATH`` (for the kernels)."""
+    wheels = sorted(Path(folder).glob("*.whl"))
+    if not wheels:
+        raise ValueError(f"no wheels (*.whl) in {folder}: `make gpu-wheels` downloads them")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
+                           "--no-deps", "--no-compile", "--no-cache-dir", "--target",
+                           str(target), *map(str, wheels)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        raise ValueError(f"pip could not install the wheels in {folder}: "
+                         f"{done.stderr.strip()[-800:]}")  # fmt: skip
+    sys.path.insert(0, str(target))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target),
+                                                             os.environ.get("PYTHONPATH")]))
+    return wheels
+
+
+# ----- the notebooks --------------------------------------------------------------------------
+
+def _first_code_cells(cells: list[Any], count: int) -> list[Any]:
+    """The cells up to and including the ``count``-th code cell."""
+    kept, code = [], 0
+    for cell in cells:
+        if code == count:
+            break
+        kept.append(cell)
+        code += cell.cell_type == "code"
+    return kept
+
+
+def execute_notebook(chapter: str, target: Path, seconds: float, found: dict[str, str],
+                     cells: int | None = None) -> str:  # fmt: skip
+    """Execute ``solutions/<chapter>`` top to bottom (or its first ``cells`` code cells) with
+    a fresh kernel in its own folder, within ``seconds`` in all; write it to ``target`` with
+    the stamp and the outcome in its metadata ("ok", "timed out …", "failed …"), and return
+    the outcome. The stored outputs are cleaned as ``grading.build`` cleans the solutions'."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    from grading.build import clean
+
+    source = REPO / "solutions" / chapter / f"{chapter}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    if cells is not None:
+        nb.cells = _first_code_cells(nb.cells, cells)
+    deadline = time.monotonic() + seconds
+    client = NotebookClient(nb, kernel_name="python3", record_timing=False,
+                            timeout_func=lambda cell: max(1, int(deadline - time.monotonic())),
+                            resources={"metadata": {"path": str(source.parent)}},
+                            store_widget_state=True)  # fmt: skip
+    outcome = "ok"
+    try:
+        client.execute()
+    except CellTimeoutError:
+        outcome = f"timed out after {seconds:.0f} s"
+    except CellExecutionError as error:
+        outcome = f"failed: {str(error).strip().splitlines()[-1][:300]}"
+    except Exception as error:  # the kernel died or would not start: record it, go on
+        outcome = f"failed: {type(error).__name__}: {error}"
+    nb = clean(nb)
+    nb.metadata["gpu_edition"] = {**found, "outcome": outcome,
+                                  "cells": "all" if cells is None else f"first {cells} code"}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return outcome
+
+
+# ----- the run --------------------------------------------------------------------------------
+
+def _run_logged(command: list[str], log: Path, seconds: float, env: dict[str, str],
+                header: str) -> str:  # fmt: skip
+    """Run ``command`` in its own process group, its output shown and kept in ``log``; killed
+    after ``seconds``. Returns "ok", "failed (exit N)" or "timed out after N s"."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as kept:
+        kept.write(f"# {header}\n# {' '.join(command)}\n")
+        kept.flush()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=env, cwd=REPO, start_new_session=True)
+
+        def copy() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                sys.stdout.write(line)
+                kept.write(line)
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        try:
+            code = process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
+            code = None
+        reader.join(timeout=10)
+    if code is None:
+        return f"timed out after {seconds:.0f} s"
+    return "ok" if code == 0 else f"failed (exit {code}); see {log.name}"
+
+
+def _check_out(out: Path, device: str, size: Size) -> None:
+    """Only a full run on a GPU may write under ``gpu_edition.ROOT``."""
+    inside = out.resolve() == gpu_edition.ROOT.resolve() or gpu_edition.ROOT.resolve() in \
+        out.resolve().parents
+    if inside and (device == "cpu" or size.quick):
+        raise ValueError(f"{out} is under {gpu_edition.ROOT}, which holds only full GPU runs: "
+                         "give --out elsewhere for a CPU, --quick or --tiny run")  # fmt: skip
+
+
+def _clear(out: Path) -> None:
+    """Remove a previous edition's files from ``out`` (the repository's history keeps them),
+    so that files of two runs never mix."""
+    for chapter in gpu_edition.CHAPTERS:
+        for suffix in (".json", ".png"):
+            (out / f"{chapter}{suffix}").unlink(missing_ok=True)
+    for name in ("manifest.json", "fidelity.log"):
+        (out / name).unlink(missing_ok=True)
+    for folder in (gpu_edition.NOTEBOOKS, "logs"):
+        shutil.rmtree(out / folder, ignore_errors=True)
 
 
 def run(
     device: str,
-    out_dir: str | os.PathLike[str] = DATA_DIR,
+    out: Path | str | None = None,
     quick: bool = False,
-    scale: int | None = None,
-    max_tokens: int = bench.MAX_TOKENS,
-    progress: bool = True,
-) -> tuple[Path, Path]:
-    """The bench and chapter 4's ceilings on ``device``; returns the JSON and PNG paths."""
-    import torch
+    tiny: bool = False,
+    wheels: Path | str | None = None,
+    pack: Path | str | None = None,
+    budget_s: float = BUDGET_S,
+    notebooks: Sequence[str] = gpu_edition.CHAPTERS,
+    isolate: bool = True,
+) -> dict[str, Any]:
+    """Every step in order within ``budget_s``; writes the edition (and ``pack``) and
+    returns the manifest. Only the chapters in ``notebooks`` are executed. ``isolate``: each
+    measuring step in its own process, killed at its limit; without it they run in this one,
+    unlimited (the CPU test, which cannot afford a torch import per step)."""
+    from helpers import ceilings
 
+    started = time.monotonic()
+    size = size_for(quick, tiny)
     ceilings.check_device(device)
-    with tempfile.TemporaryDirectory() as scratch:  # bench.run's own files are not kept
-        results: dict[str, Any] = bench.run(device, DTYPES, quick=quick, out_dir=scratch,
-                                            scale=scale, max_tokens=max_tokens,
-                                            progress=progress)  # fmt: skip
-    kind = "cpu" if torch.device(device).type == "cpu" else "gpu"
-    chapter4 = ceilings.measure_ceilings(device, CHAPTER4_DTYPES[kind], quick=quick)
-    results["chapter4_ceilings"] = chapter4.to_dict()
-    stem = file_stem(device, results["device_name"])
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = out / f"bench_{stem}.json", out / f"roofline_{stem}.png"
-    json_path.write_text(json.dumps(results, indent=1) + "\n")
-    points = [bench.SweepPoint(**p) for p in results["points"]]
-    measured = ceilings.Ceilings(**results["ceilings"])
-    bench.plot_roofline(points, measured, str(png_path),
-                        subtitle=f"torch {results['torch_version']}, {results['date']}")
-    print(f"wrote {json_path} and {png_path}")
-    return json_path, png_path
+    found = gpu_edition.stamp(device)
+    folder = Path(out) if out else gpu_edition.ROOT / gpu_edition.device_slug(found["device_name"])
+    _check_out(folder, device, size)
+    unknown = sorted(set(notebooks) - set(gpu_edition.CHAPTERS))
+    if unknown:
+        raise ValueError(f"no chapter {', '.join(unknown)} in the GPU edition: "
+                         f"{', '.join(gpu_edition.CHAPTERS)}")  # fmt: skip
+    if folder.exists():
+        print(f"replacing the edition in {folder}")
+        _clear(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    steps: list[dict[str, Any]] = []
+    missing = missing_modules()
+    if missing and wheels:
+        with_wheels = install_wheels(wheels, tempfile.mkdtemp(prefix="gpu-wheels-"))
+        print(f"installed {len(with_wheels)} wheels from {wheels} for {', '.join(missing)}")
+        missing = missing_modules()
+    elif wheels:
+        print(f"the Jupyter stack is installed here: the wheels in {wheels} are not used")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                                      os.environ.get("PYTHONPATH")])),
+           "PYTHONUNBUFFERED": "1", "TEXTBOOK_DEVICE": device}  # fmt: skip
+    os.environ.update(env)  # the notebooks' kernels inherit it
+    flags = (["--quick"] if quick else []) + (["--tiny"] if tiny else [])
+
+    for step in STEPS:
+        left = budget_s - (time.monotonic() - started)
+        seconds = min(step.limit_s, left)
+        record = {"name": step.name, "chapter": step.chapter, "expected_s": step.expected_s,
+                  "limit_s": step.limit_s}  # fmt: skip
+        begun = time.monotonic()
+        if seconds < 1:
+            record["status"] = f"not run: the {budget_s:.0f} s budget was spent"
+        elif step.name in MEASURING and not isolate:
+            try:
+                measure_step(step.name, device, folder, size)
+                record["status"] = "ok"
+            except Exception as error:  # recorded, and the run goes on
+                record["status"] = f"failed: {type(error).__name__}: {error}"
+        elif step.name in MEASURING:
+            command = [sys.executable, "-m", "helpers.gpu_reference", "--step", step.name,
+                       "--device", device, "--out", str(folder), *flags]  # fmt: skip
+            record["status"] = _run_logged(command, folder / "logs" / f"{step.name}.log",
+                                           seconds, env, gpu_edition.stamp_line(found))
+        elif step.name == "fidelity":
+            if not fidelity_available(env):
+                record["status"] = "skipped: helpers.serving has no --fidelity yet"
+            elif tiny:
+                record["status"] = "skipped: the fidelity run has no tiny size"
+            else:
+                command = [sys.executable, "-m", "helpers.serving", "--fidelity"]
+                record["status"] = _run_logged(command, folder / "fidelity.log", seconds, env,
+                                               gpu_edition.stamp_line(found))  # fmt: skip
+        elif step.chapter not in notebooks:
+            record["status"] = "not asked for"
+        elif missing:
+            record["status"] = (f"skipped: {', '.join(missing)} missing (give --wheels, from "
+                                "`make gpu-wheels`)")  # fmt: skip
+        else:
+            chapter = step.chapter or ""
+            print(f"executing {chapter} on {device} (at most {seconds:.0f} s)", flush=True)
+            record["status"] = execute_notebook(chapter, folder / gpu_edition.NOTEBOOKS /
+                                                f"{chapter}.ipynb", seconds, found,
+                                                size.notebook_cells)  # fmt: skip
+        record["seconds"] = round(time.monotonic() - begun, 1)
+        print(f"{step.name}: {record['status']} ({record['seconds']} s; expected on an H200 "
+              f"{step.expected_s} s, limit {step.limit_s} s)", flush=True)
+        steps.append(record)
+
+    manifest = {"stamp": found, "quick": size.quick, "tiny": tiny, "budget_s": budget_s,
+                "seconds": round(time.monotonic() - started, 1), "steps": steps}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    if pack:
+        with tarfile.open(pack, "w:gz") as tar:
+            tar.add(folder, arcname=folder.name)
+        packed = Path(pack).stat().st_size
+        print(f"packed {folder} into {pack} ({packed / 2**20:.1f} MiB)")
+        if packed > PACK_LIMIT_BYTES:
+            print(f"warning: {pack} is over {PACK_LIMIT_BYTES / 2**20:.0f} MiB", file=sys.stderr)
+    print(f"done in {manifest['seconds']} s; the edition is in {folder}")
+    return manifest
+
+
+def download_wheels(folder: Path | str, python_version: str = "3.12") -> None:
+    """``pip download`` ``GPU_WHEELS`` for CPython ``python_version`` on x86-64 Linux."""
+    platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                    "--only-binary=:all:", "--python-version", python_version,
+                    "--implementation", "cp", *platforms, "-d", str(folder), *GPU_WHEELS],
+                   check=True)  # fmt: skip
+    total = sum(p.stat().st_size for p in Path(folder).glob("*.whl"))
+    print(f"{len(list(Path(folder).glob('*.whl')))} wheels in {folder}, {total / 2**20:.1f} MiB")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.gpu_reference",
-        description="The bench at full sizes (fp32, bf16) and chapter 4's ceilings, written "
-        "to helpers/data/ as a reference for chapter 5.",
+        description="The GPU edition of chapters 4-7: measure on a GPU and execute the "
+        "chapters there, into helpers/data/gpu/<device>/ (see the module's docstring).",
     )
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N, mps or cpu")
-    parser.add_argument("--out", default=str(DATA_DIR), help="folder for the JSON and PNG")
-    parser.add_argument("--quick", action="store_true", help="short timings (for a test)")
-    parser.add_argument("--scale", type=int, default=None, help="as in helpers.bench")
-    parser.add_argument("--max-tokens", type=int, default=bench.MAX_TOKENS,
-                        help="as in helpers.bench")  # fmt: skip
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--out", default=None, help="folder (default helpers/data/gpu/<device>)")
+    parser.add_argument("--quick", action="store_true", help="short timings")
+    parser.add_argument("--tiny", action="store_true", help="toy sizes (the CPU test)")
+    parser.add_argument("--wheels", default=None, help="folder of wheels for the Jupyter stack")
+    parser.add_argument("--pack", default=None, help="also pack the edition into this .tar.gz")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the run")
+    parser.add_argument("--notebooks", default=",".join(gpu_edition.CHAPTERS),
+                        help="comma-separated chapters to execute (default: all four)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="measure in this process, without per-step limits (the CPU test)")
+    parser.add_argument("--step", choices=MEASURING, help=argparse.SUPPRESS)
+    parser.add_argument("--download-wheels", metavar="DIR", default=None,
+                        help="only download GPU_WHEELS into DIR (make gpu-wheels)")
     args = parser.parse_args(argv)
     try:
-        run(args.device, args.out, args.quick, args.scale, args.max_tokens,
-            not args.no_progress)  # fmt: skip
+        if args.download_wheels:
+            download_wheels(args.download_wheels)
+        elif args.step:
+            measure_step(args.step, args.device, Path(args.out), size_for(args.quick, args.tiny))
+        else:
+            run(args.device, args.out, args.quick, args.tiny, args.wheels, args.pack, args.budget,
+                [c.strip() for c in args.notebooks.split(",") if c.strip()],
+                not args.no_isolation)  # fmt: skip
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
