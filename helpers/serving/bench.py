@@ -60,9 +60,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.serving")
     parser.add_argument("--bench", action="store_true", help="time each policy")
     parser.add_argument("--kv", action="store_true", help="KV share of real tokens")
+    parser.add_argument("--fidelity", action="store_true",
+                        help="the simulator against the real engine on this machine")
     parser.add_argument("-n", type=int, default=10_000, help="requests in the bench trace")
     parser.add_argument("--rate", type=float, default=40.0, help="arrivals per second")
     args = parser.parse_args(argv)
+    if args.fidelity:
+        from helpers.serving.fidelity import fidelity, report
+
+        print(report(fidelity()))
+        return
     if args.bench or not args.kv:
         print(f"{args.n} requests, Poisson {args.rate}/s; Qwen2.5-7B on H100 SXM (roofline)")
         print(f"{'policy':30} {'wall s':>7} {'CPU s':>6} {'steps':>7} {'tok/s':>8} "

@@ -1,0 +1,176 @@
+"""``python -m helpers.serving --fidelity``: the simulator against the real engine.
+
+As Vidur (Agrawal et al., MLSys 2024) and LLMServingSim validate their simulators against
+vLLM, this checks ``simulate`` against ``real.serve_real`` on this machine: profile the
+chapter 6 decoder's ragged steps briefly (``decoder.profile_step_times``), fit a step-time
+model to them (``steps.FittedSteps``), measure the real engine's capacity on a burst, run it
+on Poisson traces at about 30%, 60% and 90% of that capacity, simulate the very same traces
+with the fitted model, and compare p50/p90 TTFT, p50/p90 TPOT and throughput. The same
+scheduler code chooses every step on both sides, so what differs is only time: the fitted
+model's error and what the machine does meanwhile (other processes, the Python between
+steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from helpers.serving.engine import simulate
+from helpers.serving.kv import KVMemory
+from helpers.serving.metrics import Result
+from helpers.serving.steps import FittedSteps, Step
+from helpers.serving.trace import poisson_trace
+
+__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_and_fit", "fidelity", "report"]
+
+LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
+METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
+TOLERANCE = 0.15  # the target: every figure within 15% of the measured one
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What the fidelity runs serve: geometric lengths (prompt and output means, capped at
+    4x), a chunked-prefill engine (Sarathi-Serve) with this batch cap and token budget, KV
+    memory of ``kv_tokens`` slots in blocks of ``block_size``, ``requests`` per trace."""
+
+    prompt_mean: int = 96
+    output_mean: int = 24
+    max_batch: int = 16
+    token_budget: int = 192
+    kv_tokens: int = 16384
+    block_size: int = 16
+    requests: int = 150
+
+    def trace(self, rate: float, seed: int, n: int | None = None):
+        return poisson_trace(n or self.requests, rate, self.prompt_mean, self.output_mean,
+                             seed=seed, max_prompt=4 * self.prompt_mean,
+                             max_output=4 * self.output_mean)  # fmt: skip
+
+    def memory(self) -> KVMemory:
+        return KVMemory(self.kv_tokens, block_size=self.block_size)
+
+
+def fidelity_setup(device: str | None = None):
+    """The decoder the benchmark serves: on a CPU, Qwen2.5-0.5B's layer shapes with 2 layers
+    and an 8,192-token vocabulary in fp32 (chapter 7's cut-down model); on a GPU the
+    published Qwen2.5-0.5B in bf16. Random weights; threads as ``timing.timing_threads``."""
+    import torch
+
+    from helpers import models, timing
+    from helpers.decoder import random_decoder
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    preset = models.get("Qwen2.5-0.5B")
+    if device == "cpu":
+        torch.set_num_threads(timing.timing_threads(os.cpu_count() or 1, timing.busy_cores()))
+        cfg = dataclasses.replace(preset, name="Qwen2.5-0.5B shapes, 2 layers, vocab 8,192",
+                                  layers=2, vocab=8192)  # fmt: skip
+        return random_decoder(cfg, device, torch.float32)
+    return random_decoder(preset, device, torch.bfloat16)
+
+
+def _profile_shapes(work: Workload) -> list[tuple[int, int, int, int, bool]]:
+    """Step shapes around what the engine runs: decode batches, prompt chunks, mixtures."""
+    shapes = [(0, b, c, 0, True) for b in (1, 2, 4, 8, 12, 16) for c in (32, 128, 384)]
+    shapes += [(p, 0, 0, c, True) for p in (8, 32, 96, 192) for c in (0, 192)]
+    shapes += [(p, b, c, 0, emits) for p, b, c, emits in
+               ((176, 16, 96, False), (96, 8, 128, True), (32, 12, 200, True),
+                (184, 8, 48, True), (64, 16, 300, True))]  # fmt: skip
+    return shapes
+
+
+def profile_and_fit(model, work: Workload, repeats: int = 5) -> tuple[FittedSteps, float]:
+    """Profile the step shapes (``decoder.profile_step_times``) and fit ``FittedSteps`` to
+    their medians; returns the model and its worst relative error on the profiled shapes."""
+    from helpers.decoder import profile_step_times
+
+    blocks = max(-(-(c + p) // work.block_size) + b * -(-(ctx + 1) // work.block_size)
+                 for p, b, ctx, c, _ in _profile_shapes(work))  # fmt: skip
+    cache = model.new_paged_cache(blocks, work.block_size)
+    records = profile_step_times(model, cache, _profile_shapes(work), repeats=repeats)
+    measured = []
+    for record in records:
+        s = record.shape
+        prefill = ((s.prefill, s.prefill_context),) if s.prefill else ()
+        measured.append((Step(prefill, s.decode, s.decode * s.context, s.heads),
+                         record.timing.median_s))  # fmt: skip
+    fitted = FittedSteps.fit(measured)
+    worst = max(abs(fitted(step) / seconds - 1) for step, seconds in measured)
+    return fitted, worst
+
+
+def figures(result: Result) -> dict[str, float]:
+    """The compared figures of a run (s, and output tokens/s over the makespan)."""
+    tpot = result.tpot[~np.isnan(result.tpot)]
+    return {"ttft_p50": float(np.percentile(result.ttft, 50)),
+            "ttft_p90": float(np.percentile(result.ttft, 90)),
+            "tpot_p50": float(np.percentile(tpot, 50)),
+            "tpot_p90": float(np.percentile(tpot, 90)),
+            "throughput": result.throughput}  # fmt: skip
+
+
+def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: int = 0,
+             model=None) -> dict:  # fmt: skip
+    """Run the whole check; returns the fit, the capacity and per load the measured and
+    simulated figures (``report`` prints them)."""
+    from helpers.serving.real import serve_real
+
+    begin = time.perf_counter()
+    model = model or fidelity_setup()
+    load_before = os.getloadavg()[0]
+    fitted, fit_error = profile_and_fit(model, work)
+    memory = work.memory()
+    policy = dict(policy="chunked", max_batch=work.max_batch, token_budget=work.token_budget)
+    # Capacity: a burst of requests all at t = 0 keeps the batch full; completed requests
+    # over the makespan is what the engine sustains.
+    serve_real(work.trace(1e6, seed + 99, 16), model, memory, **policy)  # warm the engine
+    burst = serve_real(work.trace(1e6, seed + 1, 4 * work.max_batch), model, memory, **policy)
+    capacity = len(burst.arrival) / burst.makespan
+    rows = {}
+    for k, share in enumerate(loads):
+        trace = work.trace(share * capacity, seed + 10 + k)
+        real = serve_real(trace, model, memory, **policy)
+        sim = simulate(trace, fitted, memory, **policy)
+        rows[share] = (figures(real), figures(sim), real.steps, sim.steps)
+    return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
+            "model": model.cfg.name, "device": str(next(model.parameters()).device),
+            "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
+            "seconds": time.perf_counter() - begin}  # fmt: skip
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def report(run: dict) -> str:
+    """The fidelity table: measured, simulated and their ratio per figure and load."""
+    w = run["work"]
+    lines = [f"{run['model']} on {run['device']}, {run['threads']} threads; load average "
+             f"{run['load'][0]:.1f} -> {run['load'][1]:.1f} on {os.cpu_count()} cores",
+             f"chunked prefill, batch <= {w.max_batch}, budget {w.token_budget}; prompts ~"
+             f"{w.prompt_mean}, outputs ~{w.output_mean} tokens (geometric); {w.requests} "
+             "requests a load",
+             f"step-time fit: worst error {run['fit_error']:.1%} on the profiled shapes; "
+             f"measured capacity {run['capacity']:.1f} requests/s",
+             f"{'load':>5} {'figure':<11}{'measured':>11}{'simulated':>11}{'sim/real':>9}"]
+    worst = 0.0
+    for share, (real, sim, real_steps, sim_steps) in run["rows"].items():
+        for name in METRICS:
+            ratio = sim[name] / real[name]
+            worst = max(worst, abs(ratio - 1))
+            unit, scale = ("tok/s", 1) if name == "throughput" else ("ms", 1e3)
+            lines.append(f"{share:>5.0%} {name:<11}{real[name] * scale:>8.2f} {unit:<3}"
+                         f"{sim[name] * scale:>8.2f}   {ratio:>7.2f}x")  # fmt: skip
+        lines.append(f"{'':>5} steps: real {real_steps}, simulated {sim_steps}")
+    verdict = "within" if worst <= TOLERANCE else "NOT within"
+    lines.append(f"worst |sim/real - 1| = {worst:.1%}: {verdict} the {TOLERANCE:.0%} target; "
+                 f"{run['seconds']:.0f} s in all")  # fmt: skip
+    return "\n".join(lines)
