@@ -211,16 +211,16 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def show_edition(chapter: str, root: Path | str | None = None) -> list[Edition]:
-    """Print each device's edition of ``chapter`` (stamp, headline figures, where the
-    executed notebook is) and display its PNG; or say that none exists. Returns them."""
+def show_edition(chapter: str, root: Path | str | None = None) -> None:
+    """Print each device's edition of ``chapter`` (``editions``: stamp, headline figures,
+    where the executed notebook is) and display its PNG; or say that none exists."""
     found = editions(chapter, root)
     if not found:
         where = _shown(Path(root) if root is not None else ROOT)
         print(f"No GPU edition yet: no {where}/<device>/{chapter}.json. `make gpu-reference` on "
               "a machine with a CUDA GPU measures one; until then this chapter shows only "
               "your own run.")  # fmt: skip
-        return found
+        return
     from IPython.display import Image, display
 
     for edition in found:
@@ -231,4 +231,3 @@ def show_edition(chapter: str, root: Path | str | None = None) -> list[Edition]:
             print(f"  the whole chapter as it ran there: {_shown(edition.notebook)}")
         if edition.png:
             display(Image(filename=str(edition.png)))
-    return found

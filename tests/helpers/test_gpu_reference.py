@@ -131,9 +131,10 @@ def shell():
 @pytest.mark.slow
 def test_show_edition_prints_the_figures_and_displays_the_png(edition: Path, shell):
     for chapter in gpu_edition.CHAPTERS:
-        with shell() as captured:
-            found = gpu_edition.show_edition(chapter, root=edition.parent)
+        found = gpu_edition.editions(chapter, root=edition.parent)
         assert [e.folder for e in found] == [edition]
+        with shell() as captured:
+            gpu_edition.show_edition(chapter, root=edition.parent)
         stamp = found[0].stamp
         first = captured.stdout.splitlines()[0]
         assert first.startswith("GPU edition, measured on ")
@@ -149,8 +150,9 @@ def test_show_edition_prints_the_figures_and_displays_the_png(edition: Path, she
 
 def test_show_edition_without_a_file_shows_nothing_but_the_note(tmp_path, shell):
     (tmp_path / "nvidia_h200").mkdir()  # a device folder without this chapter's file
+    assert gpu_edition.editions("06_ttft_tpot", root=tmp_path) == []
     with shell() as captured:
-        assert gpu_edition.show_edition("06_ttft_tpot", root=tmp_path) == []
+        gpu_edition.show_edition("06_ttft_tpot", root=tmp_path)
     assert captured.stdout.startswith("No GPU edition yet: no ")
     assert "/<device>/06_ttft_tpot.json" in captured.stdout and captured.outputs == []
 
