@@ -4,9 +4,9 @@ Model, chip, dtype, SLOs and load in; the recommended configuration (batch cap, 
 budget, colocated or disaggregated) out, with its predicted TTFT, TPOT, throughput and memory
 use. No search lives here: ``helpers.serving.plan_serving`` chooses, ``config_report``
 predicts; this module only builds the scenario, prints the table and draws the bars
-(``draw_planner`` on any Axes; ``show_planner``, the sliders' callback). To
-answer within a fraction of a second per slider move it plans on a short trace (60
-requests) and a short goodput ladder, and ``plan_serving`` caches every search.
+(``draw_planner`` on any Axes; ``show_planner``, the sliders' callback). It plans at
+steady state, as the chapter does (``Scenario``'s default trace length, warm-up dropped), on
+a short goodput ladder; a search takes seconds, and ``plan_serving`` caches every one.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from helpers import hardware, models, serving
 from helpers.serving import Scenario, ServingConfig
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["PLANNER_REQUESTS", "PLANNER_LOADS", "PlannerView", "planner_view", "draw_planner",
-           "show_planner"]
+__all__ = ["PLANNER_LOADS", "PlannerView", "planner_view", "draw_planner", "show_planner"]
 
-PLANNER_REQUESTS = 60  # requests per simulated trace: enough to rank, fast enough to slide
 PLANNER_LOADS = (1.0, 1.5, 2.0)  # goodput ladder, in multiples of the load
 
 
@@ -52,7 +50,9 @@ class PlannerView:
             head,
             f"recommended: {self.best.label()} ({self.meeting} of {self.tried} candidates "
             "meet the SLOs)",
-            f"  SLO attainment {r['attainment']:.0%}; goodput >= {self.goodput:g} requests/s",
+            f"  SLO attainment {r['attainment']:.1%} (standard error "
+            f"{r['attainment_se']:.1%}); goodput {self.goodput:g} requests/s, "
+            f"{self.goodput / s.chips:g} per chip",
             f"  TTFT p90 {r['ttft_p90'] * 1e3:8.1f} ms",
             f"  TPOT p90 {r['tpot_p90'] * 1e3:8.2f} ms",
             f"  throughput {r['throughput']:,.0f} output tokens/s, peak batch {r['peak_batch']}",
@@ -73,11 +73,11 @@ def planner_view(
     output_mean: int = 256,
 ) -> PlannerView:
     """Plan ``serving.Scenario(model, chip, dtype, rate, …)`` with ``serving.plan_serving``
-    over ``serving.plan_candidates()`` on a ``PLANNER_REQUESTS``-request trace, and report the
-    best configuration at the load. ValueError for a model that does not fit the chip in
+    over ``serving.plan_candidates()`` at steady state, and report the best configuration at
+    the load. ValueError for a model that does not fit the chip in
     ``dtype`` or a dtype the chip has no peak for."""
     scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
-                        ttft_ms / 1e3, tpot_ms / 1e3, requests=PLANNER_REQUESTS)  # fmt: skip
+                        ttft_ms / 1e3, tpot_ms / 1e3)  # fmt: skip
     if serving.kv_capacity_tokens(models.get(model), hardware.get(chip).memory_bytes, dtype) <= 0:
         raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory: pick a "
                          "bigger chip or a narrower dtype")  # fmt: skip

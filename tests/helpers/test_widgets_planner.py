@@ -1,7 +1,5 @@
 """The chapter 9 serving planner explorer: it plans with helpers.serving and only draws."""
 
-import time
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,9 +10,10 @@ from helpers import serving  # noqa: E402
 from helpers.widgets import planner  # noqa: E402
 
 
-def test_view_is_the_reference_search_on_a_short_trace():
+def test_view_is_the_reference_search_at_steady_state():
     view = planner.planner_view(tpot_ms=10.0, rate=40.0)
-    scenario = serving.Scenario(rate=40.0, requests=planner.PLANNER_REQUESTS)
+    scenario = serving.Scenario(rate=40.0)
+    assert scenario.requests == serving.planner.STEADY_REQUESTS
     assert view.scenario == scenario
     plan = serving.plan_serving(scenario, loads=planner.PLANNER_LOADS)
     assert view.best == plan.best and view.goodput == plan.goodput
@@ -35,16 +34,10 @@ def test_infeasible_and_invalid_inputs_are_said_not_raised(capsys):
     assert "does not fit" in capsys.readouterr().out
 
 
-def test_callback_draws_returns_none_and_answers_fast(capsys):
+def test_callback_draws_and_returns_none(capsys):
     plt.close("all")
-    start = time.perf_counter()
     assert planner.show_planner(tpot_ms=15.0, rate=32.0, prompt_mean=512) is None
-    first = time.perf_counter() - start
     assert "recommended" in capsys.readouterr().out
-    start = time.perf_counter()
-    assert planner.show_planner(tpot_ms=15.0, rate=32.0, prompt_mean=512) is None
-    assert time.perf_counter() - start < first  # the search is cached
-    assert first < 5.0  # about 0.3 s on a quiet 2-core machine; generous for a busy CI
     assert not plt.get_fignums()  # drawn outside pyplot
 
 
