@@ -13,6 +13,12 @@ over the filled slots, so a decode step copies one token's keys and values, not 
 Prompts of different lengths are batched by left padding (``left_pad``), and ``generate``
 decodes greedily. Mistral's sliding window is honoured: a token attends to itself and the
 ``sliding_window − 1`` tokens before it, and a decode step reads only those keys.
+
+For serving (chapters 7–9), ``Decoder.forward_paged`` runs one ragged step of many sequences
+over a paged cache (``PagedKVCache``: a pool of fixed-size blocks, as in vLLM): prompt chunks
+and decodes mixed, every new token packed into one batch, each sequence's keys and values in
+blocks its caller's block manager chose. ``profile_step_times`` times such steps on the
+reader's device, the measurements a step-time model is fitted to.
 """
 
 from __future__ import annotations
@@ -279,9 +285,10 @@ class PagedKVCache:
         its ``blocks`` into [n_kv_heads, tokens, head_dim] copies (``KVCache``'s per-sequence
         layout): for tests and for looking inside, not for the forward pass."""
         needed = -(-tokens // self.block_size)
-        index = torch.as_tensor(list(blocks)[:needed], dtype=torch.long, device=self.device)
+        index = torch.as_tensor(blocks, dtype=torch.long).reshape(-1)
         if index.numel() < needed:
-            raise ValueError(f"{tokens} tokens need {needed} blocks, the table has {len(blocks)}")
+            raise ValueError(f"{tokens} tokens need {needed} blocks, the table has {index.numel()}")
+        index = index[:needed].to(self.device)
         return tuple(pool[layer][index].flatten(0, 1)[:tokens].transpose(0, 1)
                      for pool in (self.keys, self.values))  # fmt: skip
 
@@ -323,20 +330,31 @@ class _PagedPlan:
     New tokens are packed prompt chunks first, then decodes, so the decodes are one slice.
     ``slots``: the flat pool slot (block · block_size + offset) each packed token is written
     to. ``chunks``: per prompt chunk, its packed rows, the blocks its keys are gathered from
-    and its [new, keys] visibility mask. ``decode_blocks`` [decodes, most blocks] (padded with
-    block 0, masked) and ``decode_mask`` [decodes, 1, 1, keys]: the decodes as one batch
-    (rows ``decode_start`` on).
+    and its [new, keys] visibility mask. ``decode_groups``: the decodes, longest first, in
+    batches of similar length (``DECODE_GROUP_FILL``), each its packed rows, its block tables
+    [decodes, longest table] (padded with block 0, masked) and its [decodes, 1, 1, keys] mask.
     """
 
     ids: torch.Tensor
     positions: torch.Tensor
     slots: torch.Tensor
     chunks: list[tuple[int, int, torch.Tensor, torch.Tensor]]
-    decode_start: int
-    decode_blocks: torch.Tensor | None
-    decode_mask: torch.Tensor | None
+    decode_groups: list[tuple[int, int, torch.Tensor, torch.Tensor]]
     last_rows: torch.Tensor  # the last packed row of each emitting entry, in entry order
     entry_order: torch.Tensor  # every packed row, entries in the order given
+
+
+DECODE_GROUP_FILL = 0.75
+"""Decodes attend in batches, one SDPA call each, padded to the batch's longest cache: a
+decode joins the batch when it reads at least this fraction of the blocks the batch's
+longest reads, so padding adds at most 1/3 to the cache a step reads (and one call per
+decode, slow on GPUs, is avoided): a step's attention costs what its total context costs."""
+
+
+def _first_block(start: int, window: int | None, block_size: int) -> int:
+    """The first block a sequence's new tokens can see (after ``start`` cached tokens): a
+    token sees at most the window's keys, so attention gathers only the blocks holding them."""
+    return 0 if window is None else max(0, start - window + 1) // block_size
 
 
 def _entry_table(i: int, blocks: object) -> torch.Tensor:
@@ -406,6 +424,11 @@ def _paged_plan(
                                   f"0 … {cfg.vocab - 1}", i)  # fmt: skip
         (chunks if new > 1 else decodes).append((i, ids, start, table, bool(emits)))
 
+    # Longest first, so that decodes of similar length are neighbours (``DECODE_GROUP_FILL``).
+    def read_blocks(entry: tuple) -> int:
+        return entry[3].numel() - _first_block(entry[2], window, bs)
+
+    decodes.sort(key=read_blocks, reverse=True)
     packed = chunks + decodes
     ids = torch.cat([e[1].to(device) for e in packed])
     each = [torch.arange(start, start + new.numel()) for _, new, start, _, _ in packed]
@@ -421,10 +444,6 @@ def _paged_plan(
                               f"{first} does: each sequence writes its new tokens into blocks "
                               "of its own", second)  # fmt: skip
 
-    def first_block(start: int) -> int:
-        # A token sees at most the window's keys: gather only the blocks holding them.
-        return 0 if window is None else max(0, start - window + 1) // bs
-
     def visible(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         # Causal (which also hides the unfilled end of the last block), within the window.
         seen = key <= query
@@ -432,24 +451,33 @@ def _paged_plan(
 
     plan_chunks, row = [], 0
     for _, chunk_ids, start, table, _ in chunks:
-        first = first_block(start)
+        first = _first_block(start, window, bs)
         keys = first * bs + torch.arange((table.numel() - first) * bs)
         query = torch.arange(start, start + chunk_ids.numel())
         mask = visible(query[:, None], keys[None])
         plan_chunks.append((row, row + chunk_ids.numel(), table[first:].to(device),
                             mask.to(device)))  # fmt: skip
         row += chunk_ids.numel()
-    decode_blocks = decode_mask = None
-    if decodes:
-        firsts = [first_block(start) for _, _, start, _, _ in decodes]
-        width = max(e[3].numel() - f for e, f in zip(decodes, firsts, strict=True))
-        padded = torch.zeros(len(decodes), width, dtype=torch.long)  # block 0 fills, masked
-        for b, ((_, _, _, table, _), first) in enumerate(zip(decodes, firsts, strict=True)):
+    decode_groups, group = [], []
+    for entry in decodes:  # one group per run of decodes within the fill of the group's first
+        if group and read_blocks(entry) < DECODE_GROUP_FILL * read_blocks(group[0]):
+            decode_groups.append(group)
+            group = []
+        group.append(entry)
+    if group:
+        decode_groups.append(group)
+    plan_groups = []
+    for group in decode_groups:
+        firsts = [_first_block(start, window, bs) for _, _, start, _, _ in group]
+        width = max(e[3].numel() - f for e, f in zip(group, firsts, strict=True))
+        padded = torch.zeros(len(group), width, dtype=torch.long)  # block 0 fills, masked
+        for b, ((_, _, _, table, _), first) in enumerate(zip(group, firsts, strict=True)):
             padded[b, : table.numel() - first] = table[first:]
         keys = torch.tensor(firsts)[:, None] * bs + torch.arange(width * bs)[None]
-        query = torch.tensor([start for _, _, start, _, _ in decodes])[:, None]
-        decode_blocks = padded.to(device)
-        decode_mask = visible(query, keys)[:, None, None].to(device)
+        query = torch.tensor([start for _, _, start, _, _ in group])[:, None]
+        plan_groups.append((row, row + len(group), padded.to(device),
+                            visible(query, keys)[:, None, None].to(device)))  # fmt: skip
+        row += len(group)
 
     rows, offset = {}, 0
     for index, entry_ids, *_ in packed:
@@ -459,8 +487,7 @@ def _paged_plan(
     last_rows = torch.cat(emitting) if emitting else torch.zeros(0, dtype=torch.long)
     return _PagedPlan(
         ids=ids, positions=positions.to(device), slots=slots.to(device),
-        chunks=plan_chunks, decode_start=row, decode_blocks=decode_blocks,
-        decode_mask=decode_mask, last_rows=last_rows.to(device),
+        chunks=plan_chunks, decode_groups=plan_groups, last_rows=last_rows.to(device),
         entry_order=torch.cat([rows[i] for i in range(len(entries))]).to(device),
     )  # fmt: skip
 
@@ -547,7 +574,13 @@ class Attention(nn.Module):
         """``x`` [tokens, hidden]: every entry's new tokens packed, so q, k, v and o are one
         GEMM each over the whole step. Writes the new keys and values into their pool slots
         in place, then attends each prompt chunk over its own blocks, and every decode at
-        once over theirs (padded to the longest, masked)."""
+        per group of similar length over theirs (padded to the group's longest, masked).
+
+        Torch has no paged-attention kernel, so each sequence's blocks are gathered into a
+        contiguous copy once per layer per step: about 3× the KV bytes that reading them in
+        place moves (written, then read again, as chapter 6 counts for ``torch.cat``). A
+        fused kernel (vLLM's PagedAttention, FlashAttention with block tables) reads the
+        blocks where they lie; the values computed are the same."""
         cfg = self.cfg
         tokens = x.shape[0]
         q = _apply_rope(self.q(x).view(tokens, cfg.n_q_heads, cfg.head_dim), *rope)
@@ -566,15 +599,14 @@ class Attention(nn.Module):
                 q[first:last].transpose(0, 1)[None], keys, values, attn_mask=mask,
                 enable_gqa=cfg.group_size > 1)  # fmt: skip
             out[first:last] = chunk[0].transpose(0, 1)
-        if plan.decode_blocks is not None:
-            start, batch = plan.decode_start, tokens - plan.decode_start
-            keys = pool_k[plan.decode_blocks].flatten(1, 2).transpose(1, 2)
-            values = pool_v[plan.decode_blocks].flatten(1, 2).transpose(1, 2)
+        for first, last, blocks, mask in plan.decode_groups:
+            keys = pool_k[blocks].flatten(1, 2).transpose(1, 2)  # [decodes, n_kv, keys, d]
+            values = pool_v[blocks].flatten(1, 2).transpose(1, 2)
             # As in forward's decode: a kv head's g query heads are g rows against its keys.
-            packed = q[start:].view(batch, cfg.n_kv_heads, cfg.group_size, cfg.head_dim)
-            step = F.scaled_dot_product_attention(packed, keys, values,
-                                                  attn_mask=plan.decode_mask)  # fmt: skip
-            out[start:] = step.view(batch, cfg.n_q_heads, cfg.head_dim)
+            packed = q[first:last].view(last - first, cfg.n_kv_heads, cfg.group_size,
+                                        cfg.head_dim)  # fmt: skip
+            step = F.scaled_dot_product_attention(packed, keys, values, attn_mask=mask)
+            out[first:last] = step.view(last - first, cfg.n_q_heads, cfg.head_dim)
         return self.o(out.view(tokens, cfg.q_dim))
 
 

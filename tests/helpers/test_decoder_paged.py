@@ -13,11 +13,13 @@ import pytest
 import torch
 
 from helpers.decoder import (
+    DECODE_GROUP_FILL,
     Decoder,
     PagedEntry,
     PagedEntryError,
     PagedKVCache,
     StepShape,
+    _paged_plan,
     profile_step_times,
 )
 from helpers.models import ModelConfig, RopeScaling
@@ -298,3 +300,24 @@ def test_the_profiler_refuses_a_step_it_cannot_run(shapes, kwargs, message):
     model = model_of("qwen2-gqa")
     with pytest.raises(ValueError, match=message):
         profile_step_times(model, model.new_paged_cache(40, BLOCK), shapes, **kwargs)
+
+
+def test_decodes_of_different_lengths_are_padded_by_at_most_a_third():
+    """Decodes attend in groups of similar length: the blocks a step gathers exceed those its
+    decodes' caches fill by at most 1/DECODE_GROUP_FILL − 1 = 1/3, so attention's cost follows
+    the step's total context, not its longest context times its batch."""
+    model = model_of("qwen2-gqa")
+    cache = model.new_paged_cache(64, BLOCK)
+    widths = [1, 9, 3, 8, 1, 7, 2, 12]  # blocks each decode's cache fills
+    tables = [list(range(sum(widths[:i]), sum(widths[: i + 1]))) for i in range(len(widths))]
+    prompts = [torch.randint(0, 101, (BLOCK * w,)) for w in widths]
+    model.forward_paged([(p[:-1], 0, t) for p, t in zip(prompts, tables, strict=True)], cache)
+    entries = [(p[-1:], len(p) - 1, t) for p, t in zip(prompts, tables, strict=True)]
+    plan = _paged_plan(entries, cache, model.cfg, torch.device("cpu"))
+    groups = [(last - first, blocks.shape[1]) for first, last, blocks, _ in plan.decode_groups]
+    assert sum(n for n, _ in groups) == len(widths) and len(groups) > 1
+    gathered = sum(n * width for n, width in groups)
+    assert gathered <= sum(widths) / DECODE_GROUP_FILL < len(widths) * max(widths)
+    got = model.forward_paged(entries, cache)
+    for prompt, logits in zip(prompts, got, strict=True):
+        assert relative_error(logits, full_logits(model, prompt)[-1]) < REL
