@@ -946,8 +946,8 @@ def profile_step_times(
     engine's steps find. ``cold=True`` flushes the last-level cache before every timed step
     instead (``timing.flush_buffer``), for the time of a step whose weights and cache must all
     come from memory.
-    The decodes of one shape share one context; in ``forward_paged`` a batch of decodes with
-    different contexts is padded to the longest, so time it at the longest context.
+    The decodes of one shape share one context, so none is padded; a served batch with mixed
+    contexts gathers at most 1/3 more than its total context (``DECODE_GROUP_FILL``).
     ``cache`` is scratch: the blocks drawn are overwritten. It must hold the largest shape's
     blocks: ⌈(prefill_context + prefill) / block_size⌉ + decode · ⌈(context + 1) / block_size⌉.
     """
