@@ -176,6 +176,31 @@ def _environment(home: str) -> dict[str, str]:
     }
 
 
+def lost_isolation(sandboxed: bool) -> str | None:
+    """What this run cannot isolate, said once by ``grade`` (docs/grading.md lists it);
+    None when nothing is lost (root, bubblewrap)."""
+    root = os.geteuid() == 0
+    if sandboxed and root:
+        return None
+    if sandboxed:
+        return ("note: grading as an ordinary user: student code runs as this user in its "
+                "sandboxes, so it can kill or stop its own side's grading process (the "
+                "question it is in is lost, a fresh one goes on), its process limit counts "
+                "every process of this user (a fork bomb can starve submissions graded at the "
+                "same time), and it can change what its sandbox keeps between submissions "
+                "(only the check after each stands in the way). Grade as root for users of "
+                "their own.")  # fmt: skip
+    if root and USERS_WITHOUT_SANDBOX:
+        return ("note: no sandbox: student code runs as users of its own, but can read "
+                "every file those users can (the helpers' real source included, so the "
+                "stubs can be read around), use the network and see the machine's "
+                "processes.")  # fmt: skip
+    return ("note: no sandbox: student code runs as this user, so it can read and write "
+            "everything this user can (the course folder, other students' work, solutions/ "
+            "and the helpers' real source, so the stubs can be read around), use the network "
+            "and signal the grader.")  # fmt: skip
+
+
 NOT_AN_ANSWER = "is not an answer: write it yourself"
 STARTUP_S = 120.0  # bubblewrap, Python and the imports (a new template), before a question
 GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and cleanup
