@@ -164,7 +164,7 @@ def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None =
     return _serve(scenario, config, scenario.rate if rate is None else float(rate))
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=384)  # a chapter's searches, a few MB each at most
 def _serve(scenario: Scenario, config: ServingConfig, rate: float) -> Result:
     check_servable(scenario, rate)
     cfg, steps, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
