@@ -48,6 +48,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -357,7 +358,9 @@ class StubError(Exception):
 
 
 def helpers_files():
-    """Every file of the real ``helpers`` package (no bytecode), read once per zygote."""
+    """Every file of the real ``helpers`` package, each module with its bytecode beside it
+    (so that the answer's imports of the copy cost no compiling): read and compiled once
+    by the tester's template."""
     if not HELPERS:
         package = importlib.import_module("helpers")
         root = os.path.dirname(os.path.abspath(package.__file__))
@@ -367,8 +370,20 @@ def helpers_files():
                 if not name.endswith((".pyc", ".pyo")):
                     path = os.path.join(folder, name)
                     with open(path, "rb") as source:
-                        HELPERS[os.path.relpath(path, os.path.dirname(root))] = source.read()
+                        HELPERS.update(with_bytecode(os.path.relpath(path, os.path.dirname(
+                            root)), source.read()))  # fmt: skip
     return HELPERS
+
+
+def with_bytecode(rel, source):
+    """``{rel: source}``, and for a module its compiled form where Python looks for it
+    (unchecked: the copy is never edited, so nothing stats the source)."""
+    if not rel.endswith(".py"):
+        return {rel: source}
+    code = compile(source, rel, "exec", dont_inherit=True)
+    pyc = importlib._bootstrap_external._code_to_hash_pyc(
+        code, importlib.util.source_hash(source), checked=False)  # fmt: skip
+    return {rel: source, importlib.util.cache_from_source(rel): bytes(pyc)}
 
 
 def references(shell, dotted_names):
@@ -413,7 +428,7 @@ def helpers_copy(stubs):
         rel = os.path.relpath(os.path.abspath(path), above)
         if rel not in files:
             raise StubError(f"cannot stub {module}: {path} is not in the helpers package")
-        files[rel] = stubbed(files[rel], functions)
+        files.update(with_bytecode(rel, stubbed(files[rel], functions)))
     return files
 
 
@@ -789,6 +804,8 @@ def serve(config):
     non_dumpable()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     preimport(config["preimport"])
+    if role == "tester":
+        helpers_files()  # every zygote and tester inherits it
     warm_up()
     subreaper()
     if sandboxed and os.getuid() == 0:  # the answer's own user writes its /tmp

@@ -185,16 +185,17 @@ PLANTED = HIDDEN + f"\ncheck_int(square(7), 49, {'-'.join(CANARY)!r})"
 # its whole memory and the files it can read; ``found`` maps each place to what it found.
 SCAN = r"""
 import ctypes, gc, os, re, sys, types
-def pattern(parts):
-    return re.compile(r"\x2d".join(re.escape(p) for p in parts))
-def scan(parts):
-    text, raw = pattern(parts), re.compile(rb"\x2d".join(re.escape(p.encode()) for p in parts))
-    hits = set()
+def scan(**wanted):  # name=parts: where the parts, joined by hyphens, were seen
+    patterns = {name: (re.compile(r"\x2d".join(re.escape(p) for p in parts)),
+                       re.compile(rb"\x2d".join(re.escape(p.encode()) for p in parts)))
+                for name, parts in wanted.items()}
+    hits = {name: set() for name in wanted}
     def look(place, value):
-        if isinstance(value, str) and text.search(value):
-            hits.add(place)
-        elif isinstance(value, (bytes, bytearray)) and raw.search(value):
-            hits.add(place)
+        for name, (text, raw) in patterns.items():
+            if isinstance(value, str) and text.search(value):
+                hits[name].add(place)
+            elif isinstance(value, (bytes, bytearray)) and raw.search(value):
+                hits[name].add(place)
     for o in gc.get_objects():
         try:
             if isinstance(o, dict):
@@ -252,7 +253,7 @@ def scan(parts):
                         look("files", f.read(1 << 22))
                 except OSError:
                     pass
-    return sorted(hits)
+    return {name: sorted(places) for name, places in hits.items()}
 """
 
 
@@ -260,7 +261,7 @@ def canary_answer() -> str:
     marker = "-".join(MARKER)
     return (f"# {marker}\n"  # the answer cell's own text: the scans must find it
             f"open('/tmp/answer-file', 'w').write({marker!r})\n" + SCAN
-            + f"found = {{'canary': scan({CANARY!r}), 'marker': scan({MARKER!r})}}\n"
+            + f"found = scan(canary={CANARY!r}, marker={MARKER!r})\n"
             "def square(n):\n    return n * n\n")  # fmt: skip
 
 
