@@ -53,7 +53,7 @@ THIS = "tests/test_repository.py"
 
 # Folders the text tells a reader to create, with why; not in a fresh clone.
 PLANNED = {
-    "helpers/data": "chapter 5: a measured reference run goes here once someone adds one",
+    "helpers/data": "the GPU edition (`make gpu-reference`) writes helpers/data/gpu/<device>/",
 }
 # The design notes outside the repository: naming them sends a reader nowhere.
 SHARED = "../" "shared"

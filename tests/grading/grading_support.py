@@ -116,16 +116,3 @@ def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedP
     command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
     return subprocess.run(command + (["--invert"] if invert else []), cwd=build.ROOT / "grading",
                           env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-
-
-def check_chapter_validates(chapter: str) -> None:
-    """The chapter's source passes every test under plain nbgrader, its release none.
-
-    These runs take up to minutes a chapter, and ``make test``'s ``--dist loadfile`` keeps
-    one file on one worker: so the chapters are split between test_grading_validate.py and
-    test_grading_validate_more.py."""
-    assert course.source_notebook(chapter, build.RELEASE).is_file(), "run `make release`"
-    source = nbgrader_validate(course.source_notebook(chapter, build.SOURCE))
-    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout
-    release = nbgrader_validate(course.source_notebook(chapter, build.RELEASE), invert=True)
-    assert "Success! The notebook does not pass any tests." in release.stdout, release.stdout

@@ -317,6 +317,7 @@ def test_predict_reprices_a_point_from_new_ceilings():
     assert faster.median_s == point.median_s  # the measurement is untouched
 
 
+@pytest.mark.cache_size
 def test_remeasured_ceilings_raise_the_ceilings_and_re_predict():
     slow = replace(FAKE, bandwidth=1.0, matmul_flops={"fp32": 1.0})  # any real rate beats these
     point = bench.predict(_point("fp32", 1, 1, flops=2e6, nbytes=4e6, median_s=1e-3,
@@ -361,6 +362,7 @@ def test_points_above_roofline_finds_them():
     assert [p["achieved_flops"] for p in above] == [1.2e10, 1.2e11]
 
 
+@pytest.mark.cache_size
 def test_paired_decode_alternates_stream_and_matmul(monkeypatch):
     calls = []
     real_call_seconds = bench.timing.call_seconds
@@ -379,6 +381,7 @@ def test_paired_decode_alternates_stream_and_matmul(monkeypatch):
     assert all(stream > 0 and matmul > 0 for stream, matmul in rates)
 
 
+@pytest.mark.cache_size
 def test_paired_decode_scales_a_shape_too_large_for_memory_down():
     huge = bench.LinearShape(("gate", "up"), 2**20, 2**20)  # 4 TiB of fp32 weight
     kernel, timed, rates = bench.paired_decode(huge, "fp32", "cpu", pairs=2)
@@ -411,6 +414,7 @@ def test_pairs_are_grouped_from_the_slowest_stream_to_the_fastest():
         bench.fastest_group([])
 
 
+@pytest.mark.cache_size
 def test_cli_pairs_prints_one_table_per_dtype(capsys, tmp_path):
     assert bench.main(["--pairs", "4", "--device", "cpu", "--model", "Qwen2.5-0.5B",
                        "--dtype", "fp32", "--out", str(tmp_path)]) == 0  # fmt: skip

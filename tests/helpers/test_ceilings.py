@@ -92,6 +92,7 @@ def measured() -> ceilings.Ceilings:
                                      bandwidth_bytes=16 * 2**20)  # fmt: skip
 
 
+@pytest.mark.cache_size
 def test_measuring_can_show_a_bar_that_ends_full(capsys):
     ceilings.measure_ceilings("cpu", ("fp32",), shapes=SMALL_GEMMS[:1],
                               bandwidth_bytes=2**20, progress=True)  # fmt: skip
@@ -101,6 +102,7 @@ def test_measuring_can_show_a_bar_that_ends_full(capsys):
     assert capsys.readouterr().err == ""  # no bar by default
 
 
+@pytest.mark.cache_size
 def test_measured_ceilings_are_labelled_and_complete(measured):
     assert measured.label == "measured"
     assert set(measured.matmul_flops) == set(measured.matmul_shape) == {"fp32", "bf16"}
@@ -114,12 +116,14 @@ def test_measured_ceilings_are_labelled_and_complete(measured):
         measured.peak("fp16")
 
 
+@pytest.mark.cache_size
 def test_ceilings_serialize_to_json(measured):
     data = json.loads(json.dumps(measured.to_dict()))
     assert data["label"] == "measured"
     assert data["bandwidth"] == measured.bandwidth
 
 
+@pytest.mark.cache_size
 def test_ceilings_as_hardware_spec_feed_the_roofline(measured):
     spec = measured.as_hardware_spec()
     assert isinstance(spec, hardware.HardwareSpec)
@@ -128,6 +132,7 @@ def test_ceilings_as_hardware_spec_feed_the_roofline(measured):
     assert roofline_time(flops, nbytes, spec, "fp32").seconds == pytest.approx(expected)
 
 
+@pytest.mark.cache_size
 def test_bandwidth_ceiling_is_the_best_measurement(measured):
     assert ceilings.with_best_bandwidth(measured, [measured.bandwidth / 2]) is measured
     better = ceilings.with_best_bandwidth(measured, [measured.bandwidth / 2,

@@ -101,6 +101,7 @@ def test_random_tensor_is_random_and_never_zero():
     assert not torch.equal(a, b)
 
 
+@pytest.mark.cache_size
 def test_cache_defeat_holds_for_the_cache_in_force():
     """Whatever the cache (this host's, or ``TEXTBOOK_LLC_BYTES``: ``make test`` runs this
     file at 8 MiB, 260 MiB and 1 GiB): a 4 MiB input set is rotated through distinct copies
