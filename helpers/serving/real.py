@@ -41,7 +41,9 @@ def serve_real(
     chosen by the scheduler and run by ``model.forward_paged`` on a paged KV cache of
     ``memory.blocks`` blocks of ``memory.block_size`` tokens. Times in the ``Result`` are
     seconds since the first arrival, measured with ``time.perf_counter`` after the device
-    has finished the step; ``extra["step_seconds"]`` holds each step's forward time,
+    has finished the step; ``extra["step_seconds"]`` holds each step's forward time and
+    ``extra["overhead_seconds"]`` the engine's own time around it (scheduling, building the
+    step's inputs, reading its tokens),
     ``extra["prompts"]`` and ``extra["tokens"]`` each request's prompt and generated ids.
     ValueError for bad input, a reservation allocator or a prefix cache (the real engine
     pages, without sharing)."""
@@ -64,6 +66,7 @@ def serve_real(
     forward_seconds: list[float] = []
     ptr = 0
     begin = time.perf_counter()
+    overheads: list[float] = []  # per step: the engine's own time around the forward
     while sch.done < n:
         now = time.perf_counter() - begin
         while ptr < n and trace[order[ptr]].arrival <= now:
@@ -75,6 +78,7 @@ def serve_real(
                 raise RuntimeError("the engine is idle with requests left: a scheduler bug")
             time.sleep(max(0.0, trace[order[ptr]].arrival - now))
             continue
+        iteration = time.perf_counter()
         sch.grow()
         step = sch.step(scheduled)
         entries, emitters = [], []
@@ -103,7 +107,9 @@ def serve_real(
         ends.append(t)
         emitted.append(step.heads)
         sch.complete(scheduled, t, done - started)
+        overheads.append(time.perf_counter() - iteration - (done - started))
     result = scheduler_result(sch, ends, emitted)
-    result.extra.update(step_seconds=np.array(forward_seconds), tokens=generated,
+    result.extra.update(step_seconds=np.array(forward_seconds),
+                        overhead_seconds=np.array(overheads), tokens=generated,
                         prompts=prompts)  # fmt: skip
     return result

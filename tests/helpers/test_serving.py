@@ -599,3 +599,20 @@ def test_a_request_preempted_on_a_decode_engine_recomputes_and_keeps_its_tokens(
     colocated = simulate(trace, one_second, KVMemory(16, block_size=4))
     assert colocated.preemptions == 1
     assert colocated.e2e == pytest.approx([9.0, 13.0])
+
+
+def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
+    # Step times made by known coefficients (a fixed 2 ms, 10 µs a token, 50 µs a head, no
+    # per-chunk cost, 0.1 µs a decode key, 0.02 µs a prompt key) are fitted back exactly.
+    truth = serving.steps.FittedSteps([2e-3, 1e-5, 5e-5, 0.0, 1e-7, 2e-8])
+    shapes = [Step((), b, b * c, b) for b in (1, 4, 16) for c in (10, 300)]
+    shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 64, 256) for k in (0, 100)]
+    shapes += [Step(((96, 0),), 8, 800, 9), Step(((32, 64),), 4, 1200, 4)]
+    fitted = serving.steps.FittedSteps.fit([(s, truth(s)) for s in shapes])
+    assert fitted.coefficients == pytest.approx(truth.coefficients, rel=1e-6, abs=1e-12)
+    run = fitted.decode_run(6, 600, 5)
+    assert run == pytest.approx([fitted(Step((), 6, 600 + 6 * k, 6)) for k in range(5)])
+    with pytest.raises(ValueError, match="at least 6 measured steps"):
+        serving.steps.FittedSteps.fit([(shapes[0], 1.0)])
+    with pytest.raises(ValueError, match="non-negative coefficients"):
+        serving.steps.FittedSteps([1.0, -1.0, 0, 0, 0, 0])
