@@ -2,11 +2,13 @@
 code cannot produce: the student's answer runs in one process, the instructor's tests in
 another that calls it through a socket and gets back plain data only
 (:mod:`grading.sandbox_runner`); the tester alone holds a per-question random nonce and
-writes ``pass`` with it, and the zygote reports its clean exit.
+writes ``pass`` with it, and the tester's zygote reports its clean exit.
 
-The sandbox is bubblewrap: no network, a read-only view of Python and of ``helpers`` only
+Each side runs in a bubblewrap sandbox of its own: no network, a read-only view of Python
 (not ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
-home of bounded size, a new PID namespace that dies with the grader. Limits on CPU time,
+home of bounded size, a new PID namespace that dies with the grader. The tester's sees the
+real ``helpers``; the answer's sees none, only the copy the tester sends it per question,
+in which the exercise's references are stubs in the source. Limits on CPU time,
 memory, file and output size, processes and wall-clock time are set per question by the
 runner (:mod:`grading.sandbox_runner`) before any student code runs.
 """
@@ -211,9 +213,10 @@ def run(
 ) -> list[Outcome]:
     """Run every question of one submission; one Outcome per question, in order.
 
-    Each call gets a fresh zygote, forked from this thread's warm template (started once,
-    see :class:`_Warm`). When the zygote dies or stops mid-question (the answer killed or
-    stopped its parent), that question is lost and a fresh zygote runs the rest."""
+    Each call gets a fresh pair of zygotes, forked from this thread's warm templates (one
+    per side, started once, see :class:`_Warm`). When the answer's zygote dies or stops
+    mid-question (the answer killed or stopped its parent), that question is lost and a
+    fresh pair runs the rest."""
     if not questions:
         return []
     if sandbox and not shutil.which("bwrap"):
@@ -275,7 +278,8 @@ def _run_zygote(
 
 
 class _Warm:
-    """A sandbox whose runner (the template) has imported the heavy modules once and forks
+    """One side's sandbox (``role``: tester or answer) whose runner (the template) has
+    imported the heavy modules once and forks
     a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
     start-up (bubblewrap, Python, torch) is paid once per grading thread, not per
     submission. The template never reads a submission; after each one it kills what is
