@@ -45,7 +45,8 @@ def kv_usage_study(
     tokens), each request clipped to ``max_seq_len`` = 2048 (OPT's limit). Reservation waste
     here is reserved-but-unused slots only: no external fragmentation is modelled, so the
     reservation figures are upper bounds on the paper's. Returns, per allocator, the time-
-    averaged token share and allocated share of capacity, throughput and peak batch.
+    averaged token share and allocated share of capacity (over the whole run's busy time),
+    steady-state throughput and peak batch.
     """
     cfg = _opt_13b()
     from helpers.hardware import get as chip
@@ -67,7 +68,7 @@ def kv_usage_study(
         table[name] = {
             "token_share": result.kv_token_share,
             "allocated_share": result.kv_allocated_share,
-            "throughput": result.throughput,
+            "throughput": result.steady().throughput,  # warm-up and drain dropped
             "max_running": result.max_running,
         }
     return table

@@ -146,15 +146,17 @@ def prefix_view(
 ) -> PrefixView:
     """``n`` Poisson requests at ``rate``/s (unique prompt parts of mean 256 tokens, outputs
     of mean 128), a ``shared_fraction`` of them starting with the same ``shared_prefix``
-    tokens; simulated with continuous batching, without and with prefix caching."""
+    tokens; simulated with continuous batching, without and with prefix caching; TTFTs at
+    steady state (``Result.steady``), the hit rate over every request."""
     steps, memory = _engine(model, chip)
     trace = serving.poisson_trace(n, rate, 256, 128, seed=3, max_prompt=4096, max_output=1024,
                                   shared_prefix=shared_prefix,
                                   shared_fraction=shared_fraction)  # fmt: skip
-    plain = serving.simulate(trace, steps, memory)
+    plain = serving.simulate(trace, steps, memory).steady()
     cached = serving.simulate(trace, steps, KVMemory(memory.capacity_tokens,
                                                      prefix_caching=True))  # fmt: skip
     hit = cached.prefix_hit_tokens / sum(r.prompt for r in trace)
+    cached = cached.steady()  # latencies at steady state: warm-up and drain dropped
     return PrefixView(hit, (float(plain.ttft.mean()), float(cached.ttft.mean())),
                       (float(np.percentile(plain.ttft, 99)),
                        float(np.percentile(cached.ttft, 99))),
