@@ -7,7 +7,10 @@ mutation tests prove the *hidden* tests reject a wrong answer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,8 +77,27 @@ def run(exercise: Exercise, answer: str | None = None, part: str = "all") -> Non
     ("all", "visible" or "hidden"); an AssertionError means the tests rejected the answer."""
     tests = {"all": exercise.test, "visible": exercise.visible, "hidden": exercise.hidden}[part]
     namespace: dict = {"__name__": "__main__"}
-    for source in (exercise.setup, exercise.answer if answer is None else answer, tests):
-        exec(compile(source, f"<{exercise.name}>", "exec"), namespace)  # noqa: S102
+    with reproducible_urandom(exercise.name):
+        for source in (exercise.setup, exercise.answer if answer is None else answer, tests):
+            exec(compile(source, f"<{exercise.name}>", "exec"), namespace)  # noqa: S102
+
+
+@contextlib.contextmanager
+def reproducible_urandom(name: str):
+    """``os.urandom`` returns the same bytes for every run of one exercise here.
+
+    A hidden test that draws its inputs at grading time (chapter 9's design problem seeds
+    its scenarios from ``os.urandom``) then draws the same ones for the solution and for each
+    wrong answer, so the planner's cached searches serve every run after the first instead of
+    being redone for each mutant: minutes of CI. The grader itself draws anew for every
+    submission; this harness checks what the hidden tests reject, on one fixed draw."""
+    real = os.urandom
+    stream = random.Random(name)
+    os.urandom = stream.randbytes
+    try:
+        yield
+    finally:
+        os.urandom = real
 
 
 def rejected(exercise: Exercise, answer: str, part: str = "hidden") -> bool:
