@@ -386,7 +386,7 @@ def with_bytecode(rel, source):
     return {rel: source, importlib.util.cache_from_source(rel): bytes(pyc)}
 
 
-def references(shell, dotted_names):
+def references(namespace, dotted_names):
     """The helpers functions among what the tests call and the solution does not, as
     ``{module: {qualname: full name}}``: resolved in the tester's namespace after the setup
     cell (so ``memory.weight_bytes`` and ``from helpers.memory import weight_bytes`` alike).
@@ -394,7 +394,7 @@ def references(shell, dotted_names):
     found = {}
     for dotted in dotted_names:
         head, *rest = str(dotted).split(".")
-        value = shell.user_ns.get(head)
+        value = namespace.get(head)
         for part in rest:
             value = getattr(value, part, None)
         module = getattr(value, "__module__", None) or ""
@@ -403,6 +403,53 @@ def references(shell, dotted_names):
                 and not _lookup(value)):  # fmt: skip
             found.setdefault(module, {})[value.__qualname__] = f"{module}.{value.__qualname__}"
     return found
+
+
+def imported_names(setup, dotted_names):
+    """The names the references start with, as the setup's imports bind them, without
+    running it (so the copy can go to the answer while both run their setup); None when
+    any such name is bound otherwise, or more than once."""
+    try:
+        tree = ast.parse(setup)
+    except SyntaxError:
+        return None
+    binds, counts = {}, {}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                target = alias.name if alias.asname else alias.name.split(".")[0]
+                binds[name] = (target, None)
+                names.append(name)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                binds[alias.asname or alias.name] = (node.module, alias.name)
+                names.append(alias.asname or alias.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.append(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names += node.names
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    namespace = {}
+    for head in {str(d).split(".")[0] for d in dotted_names}:
+        if head not in binds or counts.get(head) != 1:
+            if head in counts:  # a name the setup binds another way: run it to know
+                return None
+            continue  # a builtin, or a name the answer defines: not the setup's
+        module, attribute = binds[head]
+        try:
+            value = importlib.import_module(module)
+            if attribute is not None:
+                value = (getattr(value, attribute) if hasattr(value, attribute)
+                         else importlib.import_module(f"{module}.{attribute}"))  # fmt: skip
+        except Exception:  # the setup will say what is wrong
+            return None
+        namespace[head] = value
+    return namespace
 
 
 def _lookup(function):
@@ -515,16 +562,28 @@ def tester_process(index, question, sock, nonce):
     def report(stage, error=""):
         emit({"q": index, "nonce": nonce, "stage": stage, "error": error})
 
-    shell = make_shell(limit(question, index, "tester"))
-    error = run(shell, question["setup"])
-    if error is not None:
-        return report("setup", describe(error))
+    home = limit(question, index, "tester")
+    wanted = question.get("references", ())
+    early = imported_names(question["setup"], wanted)
+    sent = None
     try:
-        files = helpers_copy(references(shell, question.get("references", ())))
+        if early is not None:  # the copy goes before the setup runs, so both run at once
+            sent = references(early, wanted)
+            send(sock, pickle.dumps({"helpers": helpers_copy(sent)}))
+        shell = make_shell(home)
+        error = run(shell, question["setup"])
+        if error is not None:
+            return report("setup", describe(error))
+        found = references(shell.user_ns, wanted)
+        if sent is None:
+            send(sock, pickle.dumps({"helpers": helpers_copy(found)}))
+        elif found != sent:  # the setup rebound a reference after importing it
+            return report("setup", f"the grader stubbed {sent} but the tests call {found}")
     except (StubError, SyntaxError, ImportError) as bad:
         return report("setup", f"the grader cannot stub this exercise's reference: {bad}")
+    except OSError:
+        return report("crash", "your code ended its process (exit, crash or limit)")
     try:
-        send(sock, pickle.dumps({"helpers": files}))
         ready = json.loads(receive(sock))
         if "error" in ready:  # the answer process chose these words: only two stages exist
             stage = "setup" if ready.get("stage") == "setup" else "answer"
