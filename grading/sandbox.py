@@ -2,13 +2,11 @@
 code cannot produce: the student's answer runs in one process, the instructor's tests in
 another that calls it through a socket and gets back plain data only
 (:mod:`grading.sandbox_runner`); the tester alone holds a per-question random nonce and
-writes ``pass`` with it, and the tester's zygote reports its clean exit.
+writes ``pass`` with it, and the zygote reports its clean exit.
 
-Each side runs in a bubblewrap sandbox of its own: no network, a read-only view of Python
+The sandbox is bubblewrap: no network, a read-only view of Python and of ``helpers`` only
 (not ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
-home of bounded size, a new PID namespace that dies with the grader. The tester's sees the
-real ``helpers``; the answer's sees none, only the copy the tester sends it per question,
-in which the exercise's references are stubs in the source. Limits on CPU time,
+home of bounded size, a new PID namespace that dies with the grader. Limits on CPU time,
 memory, file and output size, processes and wall-clock time are set per question by the
 runner (:mod:`grading.sandbox_runner`) before any student code runs.
 """
@@ -17,8 +15,6 @@ from __future__ import annotations
 
 import ast
 import atexit
-import functools
-import importlib.util
 import json
 import os
 import secrets
@@ -32,7 +28,7 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import helpers
@@ -110,7 +106,6 @@ _uids_free = list(range(UID_BASE + 510, UID_BASE, -2))
 # Without bubblewrap (a Docker container such as Gradescope's forbids its namespaces), root
 # may still give the two processes users of their own: `grading.gradescope` sets this.
 USERS_WITHOUT_SANDBOX = False
-ROLES = ("tester", "answer")  # each side of a question runs in a sandbox of its own
 
 
 def _namespaces() -> list[str]:
@@ -132,15 +127,9 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _bwrap(limits: Limits, role: str) -> list[str]:
-    """The tester's sandbox sees the real ``helpers``; the answer's sees none (the tester
-    sends it a copy with the references stubbed), not even inside the Python folders."""
+def _bwrap(limits: Limits) -> list[str]:
     python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
     package_dirs = {Path(p).resolve() for p in helpers.__path__}
-    masked = set()
-    if role == "answer":
-        masked = {p for p in package_dirs if any(d in p.parents for d in python_dirs)}
-        package_dirs = set()
     args = ["bwrap", *_namespaces(), "--die-with-parent", "--new-session", *_system_binds()]
     for path in ETC:
         args += ["--ro-bind-try", path, path]
@@ -160,8 +149,6 @@ def _bwrap(limits: Limits, role: str) -> list[str]:
         args += ["--perms", "0755", "--dir", folder]
     for path in bound:
         args += ["--ro-bind", str(path), str(path)]
-    for path in sorted(masked):  # a copy installed in site-packages, hidden
-        args += ["--perms", "0555", "--tmpfs", str(path), "--remount-ro", str(path)]
     args += ["--chdir", HOME, "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]
 
@@ -178,31 +165,6 @@ def _environment(home: str) -> dict[str, str]:
     }
 
 
-def lost_isolation(sandboxed: bool) -> str | None:
-    """What this run cannot isolate, said once by ``grade`` (docs/grading.md lists it);
-    None when nothing is lost (root, bubblewrap)."""
-    root = os.geteuid() == 0
-    if sandboxed and root:
-        return None
-    if sandboxed:
-        return ("note: grading as an ordinary user: student code runs as this user in its "
-                "sandboxes, so it can kill or stop its own side's grading process (the "
-                "question it is in is lost, a fresh one goes on), its process limit counts "
-                "every process of this user (a fork bomb can starve submissions graded at the "
-                "same time), and it can change what its sandbox keeps between submissions "
-                "(only the check after each stands in the way). Grade as root for users of "
-                "their own.")  # fmt: skip
-    if root and USERS_WITHOUT_SANDBOX:
-        return ("note: no sandbox: student code runs as users of its own, but can read "
-                "every file those users can (the helpers' real source included, so the "
-                "stubs can be read around), use the network and see the machine's "
-                "processes.")  # fmt: skip
-    return ("note: no sandbox: student code runs as this user, so it can read and write "
-            "everything this user can (the course folder, other students' work, solutions/ "
-            "and the helpers' real source, so the stubs can be read around), use the network "
-            "and signal the grader.")  # fmt: skip
-
-
 NOT_AN_ANSWER = "is not an answer: write it yourself"
 STARTUP_S = 120.0  # bubblewrap, Python and the imports (a new template), before a question
 GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and cleanup
@@ -213,10 +175,9 @@ def run(
 ) -> list[Outcome]:
     """Run every question of one submission; one Outcome per question, in order.
 
-    Each call gets a fresh pair of zygotes, forked from this thread's warm templates (one
-    per side, started once, see :class:`_Warm`). When the answer's zygote dies or stops
-    mid-question (the answer killed or stopped its parent), that question is lost and a
-    fresh pair runs the rest."""
+    Each call gets a fresh zygote, forked from this thread's warm template (started once,
+    see :class:`_Warm`). When the zygote dies or stops mid-question (the answer killed or
+    stopped its parent), that question is lost and a fresh zygote runs the rest."""
     if not questions:
         return []
     if sandbox and not shutil.which("bwrap"):
@@ -278,16 +239,14 @@ def _run_zygote(
 
 
 class _Warm:
-    """One side's sandbox (``role``: tester or answer) whose runner (the template) has
-    imported the heavy modules once and forks
+    """A sandbox whose runner (the template) has imported the heavy modules once and forks
     a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
     start-up (bubblewrap, Python, torch) is paid once per grading thread, not per
     submission. The template never reads a submission; after each one it kills what is
     left, removes what was written and, if anything else changed (its limits, a file it
     keeps, a System V IPC object), ends: the grader then starts a fresh one."""
 
-    def __init__(self, sandboxed: bool, limits: Limits, users: bool, role: str):
-        self.role = role
+    def __init__(self, sandboxed: bool, limits: Limits, users: bool):
         self.folder = tempfile.TemporaryDirectory(prefix="grade-")
         home = HOME if sandboxed else str(Path(self.folder.name, "home"))
         if not sandboxed:
@@ -295,10 +254,9 @@ class _Warm:
             if users:  # the two users reach their own folders under it, nothing else here
                 os.chmod(self.folder.name, 0o711)
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"control_fd": theirs.fileno(), "preimport": _for(role, PREIMPORT),
-                  "sandboxed": sandboxed, "role": role,
+        config = {"control_fd": theirs.fileno(), "preimport": PREIMPORT, "sandboxed": sandboxed,
                   "tester_home": TESTER_HOME if sandboxed else None}  # fmt: skip
-        command = _bwrap(limits, role) if sandboxed else [sys.executable, "-I", str(RUNNER)]
+        command = _bwrap(limits) if sandboxed else [sys.executable, "-I", str(RUNNER)]
         with open(Path(self.folder.name, "log.txt"), "wb") as log:
             self.process = subprocess.Popen(
                 command,
@@ -321,16 +279,15 @@ class _Warm:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def submit(self, job: dict, preimport: list[str], fds: list[int]) -> bool:
-        """Hand a job (and ``fds``: the tester's report file, the zygotes' channel) to a
-        fresh zygote; False if the template is gone."""
+    def submit(self, job: dict, preimport: list[str], report_fd: int) -> bool:
+        """Hand a job to a fresh zygote; False if the template is gone."""
         with tempfile.TemporaryFile() as job_file:  # read by the zygote alone
             job_file.write(json.dumps(job).encode())
             job_file.flush()
             job_file.seek(0)
             try:
-                message = json.dumps({"preimport": _for(self.role, preimport)}).encode()
-                socket.send_fds(self.control, [message], [job_file.fileno(), *fds])
+                message = json.dumps({"preimport": preimport}).encode()
+                socket.send_fds(self.control, [message], [job_file.fileno(), report_fd])
             except OSError:
                 return False
         return True
@@ -370,14 +327,14 @@ def _stop_everyone() -> None:
         warm.kill()
 
 
-def _checkout(sandboxed: bool, limits: Limits, users: bool, role: str) -> _Warm:
-    key = (sandboxed, limits.disk, users, role)
+def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Warm:
+    key = (sandboxed, limits.disk, users)
     pool = _warm.__dict__.setdefault("pool", {})
     warm = pool.get(key)
     if warm is None or not warm.alive():
         if warm is not None:
             warm.kill()
-        warm = pool[key] = _Warm(sandboxed, limits, users, role)
+        warm = pool[key] = _Warm(sandboxed, limits, users)
     return warm
 
 
@@ -390,72 +347,47 @@ def _discard(warm: _Warm) -> None:
 
 
 def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
-    shared = {"preimport": PREIMPORT + _imported(questions), "first": first,
-              "limits": {"output": limits.output, "processes": limits.processes}}  # fmt: skip
-    per_question = _question_limits(limits)
-    tester_job = {**shared, "zygote_nonce": zygote_nonce,
-                  "uids": uids and {"tester": uids["tester"]},
-                  "questions": [{"setup": q.setup, "visible": q.visible, "full": q.full,
-                                 "names": q.names, "references": q.references, "nonce": n,
-                                 "limits": per_question}
-                                for q, n in zip(questions, nonces, strict=True)]}  # fmt: skip
-    # The answer's side gets the setup and the student's answers: no test, no nonce.
-    answer_job = {**shared, "preimport": _for("answer", shared["preimport"]),
-                  "uids": uids and {"answer": uids["answer"]},
-                  "questions": [{"setup": q.setup, "answer": q.answer, "limits": per_question}
-                                for q in questions]}  # fmt: skip
+    job = {
+        "zygote_nonce": zygote_nonce,
+        "preimport": PREIMPORT + _imported(questions),
+        "uids": uids,
+        "first": first,
+        "limits": {"output": limits.output, "processes": limits.processes},
+        "questions": [
+            {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
+            for q, n in zip(questions, nonces, strict=True)
+        ],
+    }
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
-        tester, answer = (_checkout(sandbox, limits, uids is not None, r) for r in ROLES)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        warm = _checkout(sandbox, limits, uids is not None)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                sent = answer.submit(answer_job, _imported(questions), [theirs.fileno()])
-                sent = sent and tester.submit(tester_job, _imported(questions),
-                                              [report_fd, ours.fileno()])  # fmt: skip
+                sent = warm.submit(job, _imported(questions), report_fd)
             finally:
                 os.close(report_fd)
-                ours.close()
-                theirs.close()
-            stalled, replies = _watch(tester, answer, report_path, zygote_nonce, limits) if sent \
-                else (False, {})  # fmt: skip
+            stalled, reply = _watch(warm, report_path, zygote_nonce, limits) if sent else (
+                False, None)  # fmt: skip
             records = _read_report(report_path, limit=limits.output)
-        for warm in (tester, answer):
-            if not (replies.get(warm.role) or {}).get("pristine"):
-                _discard(warm)
-        ours_records = [r for r in records if r.get("zygote") == zygote_nonce]
-        stalled = (stalled or bool((replies.get("answer") or {}).get("stopped"))
-                   or any(r.get("answer_zygote") == "stopped" for r in ours_records))  # fmt: skip
-        if records or stalled or replies.get("tester") is not None or attempt:
+        if not (reply and reply.get("pristine")):
+            _discard(warm)
+        if records or stalled or reply is not None or attempt:
             return records, stalled
     return [], False
 
 
-def _watch(tester: _Warm, answer: _Warm, report: Path, zygote_nonce: str, limits: Limits):
-    """Wait for both zygotes; stop the sandboxes (and say so) when they make no progress:
+def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
+    """Wait for the zygote; stop the sandbox (and say so) when it makes no progress:
     nothing started within STARTUP_S, or a question not done within its wall clock and
-    GRACE_S. Returns whether they were stopped, and each template's reply by role (None:
-    gone). Once the tester's side is done, the answer's has GRACE_S to end."""
+    GRACE_S. Returns whether it was stopped, and the template's reply (None: gone)."""
     deadline, size = time.monotonic() + STARTUP_S, -1
-    replies: dict[str, dict | None] = {}
     while True:
-        waiting = [w for w in (tester, answer) if w.role not in replies]
-        if not waiting:
-            return False, replies
-        ready, _, _ = select.select([w.control for w in waiting], [], [], 0.05)
-        for warm in waiting:
-            if warm.control in ready:
-                replies[warm.role] = warm.reply()
-            elif not warm.alive():
-                replies[warm.role] = None
-        if "tester" in replies:
-            if "answer" not in replies:
-                deadline = min(deadline, time.monotonic() + GRACE_S)
-                if time.monotonic() > deadline:  # its zygote will not end: a fresh sandbox
-                    answer.kill()
-                    replies["answer"] = None
-            continue
+        ready, _, _ = select.select([warm.control], [], [], 0.05)
+        if ready:
+            return False, warm.reply()
+        if not warm.alive():
+            return False, None
         if report.stat().st_size != size:
             size = report.stat().st_size
             ours = [r for r in _read_report(report, limits.output)
@@ -465,59 +397,8 @@ def _watch(tester: _Warm, answer: _Warm, report: Path, zygote_nonce: str, limits
             elif ours:
                 deadline = time.monotonic() + GRACE_S  # the next start, or the end
         if time.monotonic() > deadline:
-            tester.kill()
-            answer.kill()
-            return True, replies
-
-
-def _for(role: str, modules: list[str]) -> list[str]:
-    """What a side may import ahead of its questions: the answer's side never imports
-    ``helpers`` (its only copy arrives with each question, references stubbed), only what
-    the helpers modules import (torch, ipywidgets...), so that each question is quick."""
-    if role == "tester":
-        return modules
-    return list(dict.fromkeys(m for name in modules for m in _outside_helpers(name)))
-
-
-@functools.cache
-def _outside_helpers(name: str) -> tuple[str, ...]:
-    """``name`` if it is not part of helpers; else the modules outside helpers that its
-    source imports at its top level, through the helpers modules it imports in turn."""
-    if name != "helpers" and not name.startswith("helpers."):
-        return (name,)
-    try:
-        spec = importlib.util.find_spec(name)
-        tree = ast.parse(Path(spec.origin).read_bytes()) if spec and spec.origin else None
-    except (ImportError, ValueError, OSError, SyntaxError):
-        return ()
-    if tree is None:
-        return ()
-    package = name if spec.submodule_search_locations else name.rpartition(".")[0]
-    found: list[str] = []
-    for node in _top_level(tree.body):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                found += _outside_helpers(alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0]
-                base = f"{parent}.{base}" if base else parent
-            found += _outside_helpers(base)
-            if base == "helpers" or base.startswith("helpers."):
-                for alias in node.names:
-                    found += _outside_helpers(f"{base}.{alias.name}")
-    return tuple(dict.fromkeys(found))
-
-
-def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    found = []
-    for node in body:
-        if isinstance(node, (ast.If, ast.Try)):
-            found += _top_level(node.body + node.orelse + getattr(node, "finalbody", []))
-        else:
-            found.append(node)
-    return found
+            warm.kill()
+            return True, None
 
 
 def _imported(questions: list[Question]) -> list[str]:

@@ -1,60 +1,45 @@
-"""Runs inside a sandbox: one submission's questions, on one side of the socket.
+"""Runs inside the sandbox: one submission's questions.
 
 Started by :mod:`grading.sandbox` as ``python -I sandbox_runner.py`` with its settings
 (JSON) on stdin and a control socket. Uses only the standard library and IPython (numpy
 and torch when an answer returns arrays), never anything of the course.
 
-Each grading thread runs two of these, each in a sandbox of its own: the **tester** side,
-which sees the real ``helpers`` and receives the instructor's tests, and the **answer**
-side, which sees no ``helpers`` at all and receives only the setup cell and the student's
-answers. Each process, a **template**, imports the heavy modules once and then serves one
-submission after another: for each, the grader sends the job (and, on the tester side, the
-report file) plus one end of a socket pair joining the two sides, and the template forks a
-**zygote**, which alone reads the job (so the template's memory, inherited by every later
-zygote, holds no student's work). After the zygote ends, the template kills what is left,
-removes what was written and compares its limits, its folders and the System V IPC objects
-with how they were before any student code; on any difference it says so and ends, and the
-grader starts a fresh sandbox.
+This process, the **template**, imports the heavy modules once and then serves one
+submission after another: for each, the grader sends the report file and the job (two
+file descriptors) and the template forks a **zygote**, which alone reads the job (so the
+template's memory, inherited by every later zygote, holds no student's work). After the
+zygote ends, the template kills what is left, removes what was written and compares its
+limits, its folders and the System V IPC objects with how they were before any student
+code; on any difference it says so and ends, and the grader starts a fresh sandbox.
 
-For each question the tester zygote forks the **tester** and asks the answer zygote (over
-the socket pair) to fork the **answer** process, the two joined by a socket of their own:
+For each question the zygote forks two processes joined by a socket:
 
-* the **tester** runs the instructor's setup cell, builds the answer's copy of ``helpers``
-  (the real source, with every exercise reference the test cell calls turned into a stub
-  *in its source*) and sends it, then runs the instructor's test cell (visible part, then
-  the whole cell), where each name the answer defined is a proxy: arguments go to the
-  answer process pickled (they come from the instructor); results come back as tagged
-  JSON, decoded strictly into fresh objects of exactly the types sent (anything else
-  arrives as an opaque stand-in that equals nothing). Student code never runs here, so it
-  cannot patch the checks, forge output or reach the nonce; the tester alone writes
-  ``pass`` with it.
-* the **answer** process imports ``helpers`` from that copy only, runs the setup cell and
-  the student's answer cell, then only serves calls to what the answer defined. Its
-  process tree never imported the real ``helpers``, never held a test cell, and its
-  sandbox has neither, so a reload, a fresh import, reading the file or memory all end at
-  the stub, and no hidden test is within its reach. It has no report file.
+* the **answer** process runs the instructor's setup cell and the student's answer cell,
+  then only serves calls to what the answer defined. It has no report file.
+* the **tester** process runs the setup cell and the instructor's test cell (visible part,
+  then the whole cell), where each name the answer defined is a proxy: arguments go to the
+  answer process pickled (they come from the instructor); results come back as tagged JSON,
+  decoded strictly into fresh objects of exactly the types sent (anything else arrives as
+  an opaque stand-in that equals nothing). Student code never runs here, so it cannot patch
+  the checks, forge output or reach the nonce; the tester alone writes ``pass`` with it.
 
-The templates, the zygotes and their children are not dumpable, so the answer process
-cannot ptrace them or take their file descriptors. A crash, hang or limit costs only that
-question; an answer zygote killed or stopped by student code costs the question it was in,
-and a fresh pair of zygotes grades the rest.
+The template, the zygote and both children are not dumpable, so the answer process cannot
+ptrace them or take their file descriptors. A crash, hang or limit costs only that
+question; a zygote killed by student code costs the question it was in, and a fresh one
+forked from the template grades the rest.
 """
 
-import ast
 import base64
 import builtins
 import ctypes
 import dataclasses
 import functools
 import importlib
-import importlib.machinery
-import importlib.util
 import inspect
 import json
 import os
 import pickle
 import resource
-import select
 import shutil
 import signal
 import socket
@@ -65,7 +50,7 @@ import time
 import traceback
 import types
 
-REPORT_FD = None  # the tester zygote's report file (the answer side has none)
+REPORT_FD = 3  # replaced by the job's report_fd
 ZYGOTE_HOME = ""  # the zygote's home; each question's answer gets a folder under it
 TESTER_HOME = ""  # in the sandbox, a disk of the testers' own (else the zygote's home)
 UIDS = {}  # role -> user id, when the zygote runs as root
@@ -73,13 +58,10 @@ PROCESSES = [0]  # RLIMIT_NPROC for a process that switches user
 ERROR_CHARS = 2000
 MAX_MESSAGE = 64 << 20
 MAX_DEPTH = 64
-NOT_AN_ANSWER = "is not an answer: write it yourself"  # as grading.sandbox.NOT_AN_ANSWER
 
 
 def emit(record):
     """One JSON line on the report file (O_APPEND, shared by the zygote and testers)."""
-    if REPORT_FD is None:  # the answer side: nothing it writes is evidence
-        return
     os.write(REPORT_FD, (json.dumps(record) + "\n").encode())
 
 
@@ -319,14 +301,12 @@ def limit(question, index, role):
 
 
 def answer_process(index, question, sock):
-    """Import ``helpers`` from the copy the tester sends, run setup and the student's
-    answer, then serve calls to what the answer defined."""
-    home = limit(question, index, "answer")
-    shell = make_shell(home)  # while the tester runs its setup
-    install_helpers(pickle.loads(receive(sock))["helpers"], home)  # from the tester: trusted
+    """Run setup and the student's answer, then serve calls to what the answer defined."""
+    shell = make_shell(limit(question, index, "answer"))
     error = run(shell, question["setup"])
     if error is not None:
         return send(sock, json.dumps({"stage": "setup", "error": describe(error)}).encode())
+    forbid(shell, question.get("references", ()))
     before = dict(shell.user_ns)
     error = run(shell, question["answer"])
     if error is not None:
@@ -348,108 +328,37 @@ def answer_process(index, question, sock):
         send(sock, json.dumps(reply).encode())
 
 
-# --- the answer's copy of helpers: the exercise references are stubs in its source -------
-
-HELPERS = {}  # path relative to the folder above helpers -> bytes, read by the tester zygote
-
-
-class StubError(Exception):
-    """A reference the grader cannot turn into a stub: the instructor must know."""
+class NotAnAnswer(Exception):
+    """The answer called a function the tests compare it against."""
 
 
-def helpers_files():
-    """Every file of the real ``helpers`` package, each module with its bytecode beside it
-    (so that the answer's imports of the copy cost no compiling): read and compiled once
-    by the tester's template."""
-    if not HELPERS:
-        package = importlib.import_module("helpers")
-        root = os.path.dirname(os.path.abspath(package.__file__))
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if not name.endswith((".pyc", ".pyo")):
-                    path = os.path.join(folder, name)
-                    with open(path, "rb") as source:
-                        HELPERS.update(with_bytecode(os.path.relpath(path, os.path.dirname(
-                            root)), source.read()))  # fmt: skip
-    return HELPERS
-
-
-def with_bytecode(rel, source):
-    """``{rel: source}``, and for a module its compiled form where Python looks for it
-    (unchecked: the copy is never edited, so nothing stats the source)."""
-    if not rel.endswith(".py"):
-        return {rel: source}
-    code = compile(source, rel, "exec", dont_inherit=True)
-    pyc = importlib._bootstrap_external._code_to_hash_pyc(
-        code, importlib.util.source_hash(source), checked=False)  # fmt: skip
-    return {rel: source, importlib.util.cache_from_source(rel): bytes(pyc)}
-
-
-def references(namespace, dotted_names):
-    """The helpers functions among what the tests call and the solution does not, as
-    ``{module: {qualname: full name}}``: resolved in the tester's namespace after the setup
-    cell (so ``memory.weight_bytes`` and ``from helpers.memory import weight_bytes`` alike).
-    Checkers, the notebook's setup and lookups of a named config stay real."""
-    found = {}
-    for dotted in dotted_names:
+def forbid(shell, references):
+    """Replace, in this (the answer) process only, each helpers function the tests call
+    that the solution does not by a stub that refuses to run: returning the reference's
+    own result is not an answer. Lookups of a named config (``models.get(name)``) build
+    the tests' inputs and stay. The tester and later cells keep the real functions."""
+    real = {}
+    for dotted in references:
         head, *rest = str(dotted).split(".")
-        value = namespace.get(head)
+        value = shell.user_ns.get(head)
         for part in rest:
             value = getattr(value, part, None)
         module = getattr(value, "__module__", None) or ""
         if (isinstance(value, types.FunctionType) and module.startswith("helpers.")
                 and module not in ("helpers.checks", "helpers.notebook")
                 and not _lookup(value)):  # fmt: skip
-            found.setdefault(module, {})[value.__qualname__] = f"{module}.{value.__qualname__}"
-    return found
-
-
-def imported_names(setup, dotted_names):
-    """The names the references start with, as the setup's imports bind them, without
-    running it (so the copy can go to the answer while both run their setup); None when
-    any such name is bound otherwise, or more than once."""
-    try:
-        tree = ast.parse(setup)
-    except SyntaxError:
-        return None
-    binds, counts = {}, {}
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                name = alias.asname or alias.name.split(".")[0]
-                target = alias.name if alias.asname else alias.name.split(".")[0]
-                binds[name] = (target, None)
-                names.append(name)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            for alias in node.names:
-                binds[alias.asname or alias.name] = (node.module, alias.name)
-                names.append(alias.asname or alias.name)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.append(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names += node.names
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-    namespace = {}
-    for head in {str(d).split(".")[0] for d in dotted_names}:
-        if head not in binds or counts.get(head) != 1:
-            if head in counts:  # a name the setup binds another way: run it to know
-                return None
-            continue  # a builtin, or a name the answer defines: not the setup's
-        module, attribute = binds[head]
-        try:
-            value = importlib.import_module(module)
-            if attribute is not None:
-                value = (getattr(value, attribute) if hasattr(value, attribute)
-                         else importlib.import_module(f"{module}.{attribute}"))  # fmt: skip
-        except Exception:  # the setup will say what is wrong
-            return None
-        namespace[head] = value
-    return namespace
+            real[id(value)] = (value, f"{module}.{value.__qualname__}")
+    if not real:
+        return
+    stubs = {key: _stub(name) for key, (_, name) in real.items()}
+    namespaces = [shell.user_ns] + [
+        vars(m) for name, m in list(sys.modules.items())
+        if (name == "helpers" or name.startswith("helpers.")) and m is not None
+    ]  # fmt: skip
+    for namespace in namespaces:  # wherever it is bound: `import`, `from … import`
+        for name, value in list(namespace.items()):
+            if id(value) in stubs and value is real[id(value)][0]:
+                namespace[name] = stubs[id(value)]
 
 
 def _lookup(function):
@@ -465,87 +374,12 @@ def _lookup(function):
             and function.__name__ == "get")  # fmt: skip
 
 
-def helpers_copy(stubs):
-    """The files of ``helpers`` with each function in ``stubs`` (see :func:`references`)
-    reduced, in its module's source, to a ``raise`` that says it is not an answer."""
-    files = dict(helpers_files())
-    above = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["helpers"].__file__)))
-    for module, functions in stubs.items():
-        path = importlib.import_module(module).__file__
-        rel = os.path.relpath(os.path.abspath(path), above)
-        if rel not in files:
-            raise StubError(f"cannot stub {module}: {path} is not in the helpers package")
-        files.update(with_bytecode(rel, stubbed(files[rel], functions)))
-    return files
+def _stub(name):
+    def refuse(*args, **kwargs):
+        raise NotAnAnswer(f"calling {name} is not an answer: write it yourself")
 
-
-def stubbed(source, functions):
-    """``source`` (bytes) with the body of each ``def`` named in ``functions`` (qualname
-    -> full name) replaced by ``raise RuntimeError("calling … is not an answer…")``."""
-    tree = ast.parse(source)
-    starts = [0]
-    for line in source.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    edits = []
-    for qualname, name in functions.items():
-        nodes = _defs(tree.body, qualname.split("."))
-        if not nodes:
-            raise StubError(f"cannot stub {name}: no `def {qualname}` in its module's source")
-        for node in nodes:  # ast offsets are in bytes of UTF-8: so is `source`
-            first, last = node.body[0], node.body[-1]
-            begin = starts[first.lineno - 1] + first.col_offset
-            end = starts[last.end_lineno - 1] + last.end_col_offset
-            message = f"calling {name} {NOT_AN_ANSWER}"
-            edits.append((begin, end, f"raise RuntimeError({message!r})".encode()))
-    for begin, end, text in sorted(edits, reverse=True):
-        source = source[:begin] + text + source[end:]
-    return source
-
-
-def _defs(body, parts):
-    """The definitions of the qualname ``parts`` in ``body`` (module or class level, and
-    inside ``if``/``try`` blocks there)."""
-    found = []
-    for node in body:
-        if isinstance(node, (ast.If, ast.Try)):
-            blocks = [node.body, node.orelse, getattr(node, "finalbody", [])]
-            blocks += [handler.body for handler in getattr(node, "handlers", [])]
-            for block in blocks:
-                found += _defs(block, parts)
-        elif getattr(node, "name", None) == parts[0]:
-            if len(parts) == 1 and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append(node)
-            elif len(parts) > 1 and isinstance(node, ast.ClassDef):
-                found += _defs(node.body, parts[1:])
-    return found
-
-
-class HelpersCopy:
-    """Finds ``helpers`` and its submodules in the answer's copy only, ahead of any other
-    finder (an editable install maps ``helpers`` to the checkout, which the answer's
-    sandbox does not have)."""
-
-    def __init__(self, root):
-        self.root = root
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "helpers" and not name.startswith("helpers."):
-            return None
-        return importlib.machinery.PathFinder.find_spec(name, [self.root] if path is None
-                                                        or name == "helpers" else path)
-
-
-def install_helpers(files, home):
-    """Write the copy under ``home`` and make it the only ``helpers`` this process finds."""
-    root = os.path.join(home, "lib")
-    for rel, data in files.items():
-        path = os.path.normpath(os.path.join(root, rel))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as out:
-            out.write(data)
-    sys.meta_path.insert(0, HelpersCopy(root))
-    sys.path.insert(0, root)
-    importlib.invalidate_caches()
+    refuse.__name__ = refuse.__qualname__ = name.rpartition(".")[2]
+    return refuse
 
 
 def safe_encode(value):
@@ -556,33 +390,15 @@ def safe_encode(value):
 
 
 def tester_process(index, question, sock, nonce):
-    """Run setup, send the answer its copy of helpers, run the instructor's tests against
-    proxies; report with the nonce."""
+    """Run setup and the instructor's tests against proxies; report with the nonce."""
 
     def report(stage, error=""):
         emit({"q": index, "nonce": nonce, "stage": stage, "error": error})
 
-    home = limit(question, index, "tester")
-    wanted = question.get("references", ())
-    early = imported_names(question["setup"], wanted)
-    sent = None
-    try:
-        if early is not None:  # the copy goes before the setup runs, so both run at once
-            sent = references(early, wanted)
-            send(sock, pickle.dumps({"helpers": helpers_copy(sent)}))
-        shell = make_shell(home)
-        error = run(shell, question["setup"])
-        if error is not None:
-            return report("setup", describe(error))
-        found = references(shell.user_ns, wanted)
-        if sent is None:
-            send(sock, pickle.dumps({"helpers": helpers_copy(found)}))
-        elif found != sent:  # the setup rebound a reference after importing it
-            return report("setup", f"the grader stubbed {sent} but the tests call {found}")
-    except (StubError, SyntaxError, ImportError) as bad:
-        return report("setup", f"the grader cannot stub this exercise's reference: {bad}")
-    except OSError:
-        return report("crash", "your code ended its process (exit, crash or limit)")
+    shell = make_shell(limit(question, index, "tester"))
+    error = run(shell, question["setup"])
+    if error is not None:
+        return report("setup", describe(error))
     try:
         ready = json.loads(receive(sock))
         if "error" in ready:  # the answer process chose these words: only two stages exist
@@ -596,8 +412,6 @@ def tester_process(index, question, sock, nonce):
             )
     except AnswerCrashed as crash:
         return report("crash", str(crash))
-    except OSError:
-        return report("crash", "your code ended its process (exit, crash or limit)")
     except Exception as bad:
         return report("crash", f"your answer sent something unreadable ({describe(bad)})")
     for name, value in values.items():
@@ -640,52 +454,34 @@ def proxy(sock, name):
     return call
 
 
-# --- the zygotes ---------------------------------------------------------------------------
-
-STARTUP_S = 110.0  # for a fresh answer sandbox to start (the grader waits 120 s)
-START_S = 10.0  # for the answer zygote to fork a question's answer process
-STOP_S = 8.0  # for it to stop that process, sweep and clean (a fork bomb takes seconds)
-ANSWER_ENDS_S = 0.2  # an answer ends by itself once the tester has gone: its status is wanted
+# --- the zygote ----------------------------------------------------------------------------
 
 
-def wait_for(pid, deadline, poll=0.01):
-    """Wait for the child ``pid`` until ``deadline``, then kill its session. Returns its
-    status, or None if it was still running (so stopped by us)."""
+def wait(pids, deadline):
+    """Wait for the tester (pids[0]) until ``deadline``, then stop the answer process.
+    Returns the tester's status (None: timed out) and the answer's (None: still running
+    when the tester ended, so stopped by us)."""
+    tester, answer = pids
     status = None
-    while True:
-        done, found = os.waitpid(pid, os.WNOHANG)
+    while time.monotonic() < deadline:
+        done, found = os.waitpid(tester, os.WNOHANG)
         if done:
             status = found
             break
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(poll)
-    for kill in (os.killpg, os.kill):  # the group, and the child before its setsid
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        time.sleep(0.01)
+    done, answer_status = os.waitpid(answer, os.WNOHANG)
+    for pid in pids:
+        for kill in (os.killpg, os.kill):  # the group, and the child before its setsid
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if not done:
+        os.waitpid(answer, 0)
+        answer_status = None
     if status is None:
-        os.waitpid(pid, 0)
-    return status
-
-
-def ask(sync, command, timeout, fd=None):
-    """Send ``command`` to the answer zygote; its reply, None if it has gone, or "stopped"
-    if it made none within ``timeout`` seconds."""
-    try:
-        message = json.dumps(command).encode()
-        if fd is None:
-            sync.send(message)
-        else:
-            socket.send_fds(sync, [message], [fd])
-        ready, _, _ = select.select([sync], [], [], timeout)
-        if not ready:
-            return "stopped"
-        data = sync.recv(1 << 16)
-        return json.loads(data) if data else None
-    except (OSError, ValueError):
-        return None
+        os.waitpid(tester, 0)
+    return status, answer_status
 
 
 def fork(body, index):
@@ -780,13 +576,14 @@ def clean(keep, index=None):
                     pass
 
 
-def answer_child(index, question, own, sync):
-    sync.close()  # the student's process never holds the zygotes' channel
+def answer_child(index, question, own, other):
+    other.close()
+    os.close(REPORT_FD)  # the student's process never holds the report file
     answer_process(index, question, own)
 
 
-def tester_child(index, question, own, sync, nonce):
-    sync.close()
+def tester_child(index, question, own, other, nonce):
+    other.close()
     tester_process(index, question, own, nonce)
 
 
@@ -853,18 +650,15 @@ def serve(config):
     asks for, fork a fresh zygote and, once it has ended, kill what it left, remove what it
     wrote and check that nothing else changed. It never reads a submission (the zygote
     alone reads the job), so no zygote's memory holds another student's work; when
-    anything did change, it says so and ends, and the grader starts a fresh sandbox. A
-    zygote that student code stops is killed at once (and the reply says so)."""
+    anything did change, it says so and ends, and the grader starts a fresh sandbox."""
     global ZYGOTE_HOME, TESTER_HOME
     control = socket.socket(fileno=config["control_fd"])
     ZYGOTE_HOME = os.environ["HOME"]
     TESTER_HOME = config.get("tester_home") or ""
-    sandboxed, role = config["sandboxed"], config["role"]
+    sandboxed = config["sandboxed"]
     non_dumpable()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     preimport(config["preimport"])
-    if role == "tester":
-        helpers_files()  # every zygote and tester inherits it
     warm_up()
     subreaper()
     if sandboxed and os.getuid() == 0:  # the answer's own user writes its /tmp
@@ -876,13 +670,12 @@ def serve(config):
     # after each question, so a disk filled by one costs only that one.
     keep = {folder: set(os.listdir(folder)) for folder in folders}
     clean_state = state(folders)
-    wanted = 3 if role == "tester" else 2  # the job, (the report,) the zygotes' channel
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 1 << 16, wanted)
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
         except OSError:
             return
-        if not message or len(fds) != wanted:  # the grader has gone
+        if not message or len(fds) != 2:  # the grader has gone
             return
         preimport(json.loads(message).get("preimport", []))  # the instructor's modules
         pid = os.fork()
@@ -891,7 +684,7 @@ def serve(config):
             os.setsid()  # apart from the template: a kill of the zygote's group spares it
             ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
             try:
-                (tester_zygote if role == "tester" else answer_zygote)(*fds, keep, sandboxed)
+                zygote(fds[0], fds[1], keep, sandboxed)
             except BaseException:  # noqa: B036 - the parent decides from the report
                 traceback.print_exc()
             finally:
@@ -900,18 +693,11 @@ def serve(config):
                 os._exit(0)  # no interpreter teardown (a second of torch's)
         for fd in fds:
             os.close(fd)
-        stopped = False
-        while True:
-            _, status = os.waitpid(pid, os.WUNTRACED)
-            if not os.WIFSTOPPED(status):
-                break
-            stopped = True
-            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
         pristine = sweep(sandboxed)
         clean(keep)
         pristine = pristine and state(folders) == clean_state
-        reply = {"exit": os.waitstatus_to_exitcode(status), "pristine": pristine,
-                 "stopped": stopped}  # fmt: skip
+        reply = {"exit": os.waitstatus_to_exitcode(status), "pristine": pristine}
         try:
             control.send(json.dumps(reply).encode())
         except OSError:
@@ -920,105 +706,50 @@ def serve(config):
             return
 
 
-def start_zygote(job_fd):
-    """Read the job (this zygote alone does) and set what binds every question."""
+def zygote(job_fd, report_fd, keep, sandboxed):
+    """One submission's questions: for each, fork the tester and the answer process."""
+    global REPORT_FD
     with os.fdopen(job_fd, "rb") as job_file:
         job = json.loads(job_file.read())
+    REPORT_FD = report_fd
     output = job["limits"]["output"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     if os.getuid() != 0:  # root ignores RLIMIT_NPROC
         processes = job["limits"]["processes"]
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     preimport(job["preimport"])
-    if job.get("uids"):  # grading as root: the processes get users of their own
+    if job.get("uids"):  # grading as root: the two processes get users of their own
         UIDS.update(job["uids"])
         PROCESSES[0] = job["limits"]["processes"]
     subreaper()
-    return job
-
-
-def tester_zygote(job_fd, report_fd, sync_fd, keep, sandboxed):
-    """One submission's questions: for each, fork the tester and have the answer zygote
-    fork the answer process; record the outcome. Ends when the answer zygote has gone
-    (the question it was in is then lost, and the grader goes on with a fresh pair)."""
-    global REPORT_FD
-    REPORT_FD = report_fd
-    job = start_zygote(job_fd)
-    sync = socket.socket(fileno=sync_fd)
-    helpers_files()  # read once: every tester inherits it
-    zygote_nonce, wait_s = job["zygote_nonce"], STARTUP_S  # its template may be starting
     for index, question in enumerate(job["questions"]):
         if index < job.get("first", 0):
             continue
+        emit({"q": index, "zygote": job["zygote_nonce"], "start": True})
         nonce = question.pop("nonce")
         tester_end, answer_end = socket.socketpair()
-        started = ask(sync, {"do": "start", "q": index}, wait_s, answer_end.fileno())
-        wait_s = START_S
-        answer_end.close()
-        if not isinstance(started, dict):  # no student code ran in this question yet
-            tester_end.close()
-            return emit({"q": index, "zygote": zygote_nonce, "answer_zygote": started})
-        emit({"q": index, "zygote": zygote_nonce, "start": True})
-        if "broken" in started:  # an earlier answer broke it: the parent starts a fresh pair
-            tester_end.close()
-            return emit({"q": index, "zygote": zygote_nonce, "broken": started["broken"]})
+
         try:
-            pid = fork(functools.partial(tester_child, index, question, tester_end, sync,
-                                         nonce), index)  # fmt: skip
-        except OSError as error:
-            emit({"q": index, "zygote": zygote_nonce, "broken": describe(error)})
+            pids = (
+                fork(functools.partial(tester_child, index, question, tester_end, answer_end,
+                                       nonce), index),
+                fork(functools.partial(answer_child, index, question, answer_end, tester_end),
+                     index),
+            )  # fmt: skip
+        except OSError as error:  # an earlier answer broke this zygote: the parent restarts
+            emit({"q": index, "zygote": job["zygote_nonce"], "broken": describe(error)})
             return
-        finally:
-            tester_end.close()
-        status = wait_for(pid, time.monotonic() + question["limits"]["wall_s"])
-        stopped = ask(sync, {"do": "stop", "q": index}, STOP_S)
-        sweep(sandboxed)
-        clean(keep, index)
-        if not isinstance(stopped, dict):  # the answer killed or stopped its zygote
-            return emit({"q": index, "zygote": zygote_nonce, "answer_zygote": stopped})
-        event = {"q": index, "zygote": zygote_nonce, "timeout": status is None}
-        if stopped.get("answer_exit") is not None:
-            event["answer_exit"] = stopped["answer_exit"]
+        tester_end.close()
+        answer_end.close()
+        status, answer_status = wait(pids, time.monotonic() + question["limits"]["wall_s"])
+        event = {"q": index, "zygote": job["zygote_nonce"], "timeout": status is None}
+        if answer_status is not None:
+            event["answer_exit"] = os.waitstatus_to_exitcode(answer_status)
         if status is not None:
             event["exit"] = os.waitstatus_to_exitcode(status)
+        sweep(sandboxed)
+        clean(keep, index)
         emit(event)
-
-
-def answer_zygote(job_fd, sync_fd, keep, sandboxed):
-    """The answer side of one submission: fork each question's answer process when the
-    tester zygote asks, and stop it (reporting how it ended) when the tester is done."""
-    job = start_zygote(job_fd)
-    sync = socket.socket(fileno=sync_fd)
-    pid = None
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(sync, 1 << 16, 1)
-        except OSError:
-            return
-        if not message:  # the tester zygote is done, or gone
-            return
-        command = json.loads(message)
-        index = command["q"]
-        if command["do"] == "start" and len(fds) == 1:
-            own = socket.socket(fileno=fds[0])
-            try:
-                pid = fork(functools.partial(answer_child, index, job["questions"][index],
-                                             own, sync), index)  # fmt: skip
-            except OSError as error:  # an earlier answer broke this zygote
-                sync.send(json.dumps({"broken": describe(error)}).encode())
-                return
-            finally:
-                own.close()
-            sync.send(json.dumps({"started": index}).encode())
-        elif command["do"] == "stop" and pid is not None:
-            status = wait_for(pid, time.monotonic() + ANSWER_ENDS_S, poll=0.005)
-            pid = None
-            sweep(sandboxed)
-            clean(keep, index)
-            code = None if status is None else os.waitstatus_to_exitcode(status)
-            sync.send(json.dumps({"answer_exit": code}).encode())
-        else:
-            return
 
 
 def main():

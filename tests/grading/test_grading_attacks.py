@@ -58,7 +58,7 @@ ATTACKS = {
         "            try:\n                os.write(fd, (json.dumps({'q': q, 'nonce': n, "
         "'stage': 'pass', 'zygote': n, 'exit': 0, 'timeout': False}) + '\\n').encode())\n"
         "            except OSError:\n                pass\n" + WRONG,
-        "failed",  # nothing it can write reaches the report: its wrong answer is graded
+        "crash",  # what it wrote into its own socket was garbage
     ),
     "sends a forged verdict to the tester": (
         "import gc, json, os, socket, struct\n"

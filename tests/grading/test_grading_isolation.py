@@ -291,9 +291,8 @@ def probe(name: str, expected: bool) -> sandbox.Question:
 
 
 def template() -> object:
-    """This thread's warm answer template (the sandbox keeps one per side per grading
-    thread): the one student code runs in."""
-    (warm,) = [w for key, w in sandbox._warm.pool.items() if key[0] and key[-1] == "answer"]
+    """This thread's warm template (the sandbox keeps one per grading thread)."""
+    (warm,) = [w for key, w in sandbox._warm.pool.items() if key[0]]
     return warm
 
 
