@@ -13,9 +13,7 @@ from grading.build import RELEASE
 
 
 def limits(args: argparse.Namespace) -> sandbox.Limits:
-    return sandbox.Limits(
-        wall_s=args.timeout, cpu_s=max(1, int(args.timeout)), memory=args.memory << 20
-    )
+    return sandbox.Limits.per_question(args.timeout, memory=args.memory << 20)
 
 
 def use_sandbox(args: argparse.Namespace, required: bool) -> bool:

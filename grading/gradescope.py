@@ -218,9 +218,8 @@ def run(root: Path = ROOT) -> int:
         config = json.loads((root / "source" / CONFIG).read_text(encoding="utf-8"))
         solutions = root / "source" / SOLUTIONS
         assignment = course.load(config["chapter"], solutions)
-        limits = sandbox.Limits(wall_s=float(config["timeout"]),
-                                cpu_s=max(1, int(config["timeout"])),
-                                memory=int(config["memory"]) << 20)  # fmt: skip
+        limits = sandbox.Limits.per_question(float(config["timeout"]),
+                                             memory=int(config["memory"]) << 20)
     except Exception as error:  # noqa: BLE001 - the zip is broken: say so, to everyone
         print(f"error: cannot read the autograder in {root / 'source'}: {error!r}")
         grader.write_atomically(out, json.dumps(failure(

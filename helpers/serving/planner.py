@@ -133,11 +133,18 @@ def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, flo
     per second no batching shares over their bandwidth. Above 1, no schedule can serve it."""
     _, steps, _ = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
     rate = scenario.rate if rate is None else rate
-    work = np.array([steps.request_work(r.prompt, r.output) for r in scenario.trace(rate)])
-    flops, moved = work.mean(axis=0) * rate
+    flops, moved = _mean_request_work(scenario) * rate
     hw = steps.hw
     return {"flops": float(flops / (scenario.chips * hw.peak(scenario.dtype))),
             "bytes": float(moved / (scenario.chips * hw.bandwidth))}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _mean_request_work(scenario: Scenario) -> np.ndarray:
+    """FLOPs and unshared bytes of the scenario's mean request: the same requests at every
+    rate (only their arrivals move), so computed once per scenario."""
+    _, steps, _ = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    return np.array([steps.request_work(r.prompt, r.output) for r in scenario.trace()]).mean(0)
 
 
 def check_servable(scenario: Scenario, rate: float) -> None:
