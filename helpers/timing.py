@@ -480,8 +480,9 @@ def time_callable(
     ``timeit.Timer`` (the loop ``torch.utils.benchmark.Timer`` runs inside), torch's current
     thread count (all cores in this book; Timer's default is one) and a clock that
     synchronizes the device before each reading. The block size is settled when two blocks in
-    a row last ``MIN_BLOCK_S`` (one, if a single call does), so one stalled block cannot shrink
-    every block. Blocks are then added with ``adaptive_autorange``'s rule: at least
+    a row last ``MIN_BLOCK_S`` (single calls too: one call stalled by a busy host past
+    ``MIN_BLOCK_S`` would otherwise settle blocks of one fast call), so one stalled block
+    cannot shrink every block. Blocks are then added with ``adaptive_autorange``'s rule: at least
     ``MIN_SAMPLES`` blocks and ``min_run_time`` seconds, then more until IQR/median <
     ``threshold`` or ``max_run_time`` seconds have passed. Two things torch's Timer does are
     left out: ``adaptive_autorange`` grows a block until the clock costs at most 0.01% of it
@@ -529,7 +530,7 @@ def time_callable(
         return clock.timeit(number) / number
 
     number, samples = 1, []
-    while len(samples) < (1 if number == 1 else 2):  # settle the block size
+    while len(samples) < 2:  # settle the block size: two blocks in a row last MIN_BLOCK_S
         per_call = block(number)
         if per_call * number >= MIN_BLOCK_S:
             samples.append(per_call)  # a block that passed is a sample like any other

@@ -257,6 +257,23 @@ def test_one_stalled_block_does_not_settle_the_block_size():
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
 
 
+def test_one_stalled_first_call_does_not_settle_blocks_of_one():
+    """A busy host can stall the very first call past MIN_BLOCK_S (seen in CI): that alone
+    must not settle blocks of a single fast call."""
+    calls = itertools.count()
+
+    def stalled_first(x):
+        if next(calls) == 0:
+            _busy(2 * timing.MIN_BLOCK_S)
+        return torch.neg(x)
+
+    x = torch.randn(8)
+    t = timing.time_callable(stalled_first, [(x,)], warmup=0, min_run_time=0.02,
+                             max_run_time=0.1)  # fmt: skip
+    assert t.calls_per_sample > 1
+    assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
+
+
 def test_a_slow_call_is_timed_once_per_sample():
     calls = itertools.count()
 
