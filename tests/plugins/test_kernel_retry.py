@@ -1,12 +1,8 @@
 """The nbval run's kernel-start retry (tests/plugins/kernel_retry.py)."""
 
-import sys
-from pathlib import Path
 
+import kernel_retry  # beside this file: pytest puts its folder on sys.path
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "plugins"))
-import kernel_retry  # noqa: E402
 
 
 def flaky(failures: int, message: str = kernel_retry.DIED):

@@ -48,8 +48,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-THIS = "tests/test_repository.py"
+ROOT = Path(__file__).resolve().parents[2]
+THIS = "tests/repository/test_repository.py"
 
 # Folders the text tells a reader to create, with why; not in a fresh clone.
 PLANNED = {
@@ -234,3 +234,13 @@ def test_the_rule(where, text, expected):
     assert len(problems) == len(expected), problems
     for problem, word in zip(problems, expected, strict=True):
         assert word in problem
+
+
+def test_no_test_file_sits_directly_in_tests():
+    """pytest puts a test file's folder on sys.path. For a file directly in tests/ that is
+    tests/, where tests/helpers/ (no __init__.py) shadows the helpers package as an empty
+    namespace package; the grader, which binds ``helpers.__path__`` into its sandbox, then
+    bound the wrong folder and every sandboxed setup failed ("No module named 'helpers'")
+    whenever such a file was collected first. Each test file lives in a subfolder."""
+    loose = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert not loose, f"test files directly in tests/: {loose}; move them into a subfolder"
