@@ -8,6 +8,7 @@ These are lower bounds: real kernels reach a fraction of peak (chapter 4 measure
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from helpers._validate import positive_int
@@ -17,7 +18,8 @@ from helpers.memory import forward_bytes, linear_bytes
 from helpers.models import ModelConfig
 from helpers.roofline import RooflineTime, decode_split, roofline_time
 
-__all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot"]
+__all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot",
+           "phase_speedups"]
 
 
 def prefill_time(
@@ -55,6 +57,31 @@ def tpot(
 ) -> float:
     """Time per output token for one sequence in a batch of ``batch``: one decode step."""
     return decode_step_time(cfg, hw, batch, context, dtype)
+
+
+def phase_speedups(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, context: int, batch: int,
+    factor: float = 2.0, dtype: str = "bf16",
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """How much faster each phase runs on a chip ``factor`` times ``hw`` in one ceiling
+    (chapter 9): ``{"prefill" | "decode": {"flops" | "bandwidth": speedup}}``, the prefill
+    of ``prompt_tokens`` and one decode step of ``batch`` sequences at ``context``."""
+    if not factor > 0:
+        raise ValueError(f"factor must be positive, got {factor!r}")
+    chips = {
+        "flops": dataclasses.replace(
+            hw, peak_flops={name: peak * factor for name, peak in hw.peak_flops.items()}),
+        "bandwidth": dataclasses.replace(hw, bandwidth=hw.bandwidth * factor),
+    }  # fmt: skip
+
+    def prefill(chip: HardwareSpec) -> float:
+        return prefill_time(cfg, chip, prompt_tokens, dtype=dtype).seconds
+
+    def decode(chip: HardwareSpec) -> float:
+        return decode_step_time(cfg, chip, batch, context, dtype)
+
+    return {phase: {name: float(seconds(hw) / seconds(chip)) for name, chip in chips.items()}
+            for phase, seconds in (("prefill", prefill), ("decode", decode))}  # fmt: skip
 
 
 def end_to_end(

@@ -41,7 +41,7 @@ from helpers.serving.planner import (
     serve_config,
 )
 from helpers.serving.scheduler import schedule_step
-from helpers.serving.spec import random_draft_pair, spec_monte_carlo
+from helpers.serving.spec import random_draft_pair, spec_monte_carlo, spec_tpot
 from helpers.serving.steps import LinearSteps, RooflineSteps, Step, TableSteps
 from helpers.serving.studies import kv_usage_study
 from helpers.serving.trace import Request, check_trace, poisson_trace
@@ -65,6 +65,7 @@ __all__ = [
     "kv_usage_study",
     "random_draft_pair",
     "spec_monte_carlo",
+    "spec_tpot",
     "Scenario",
     "ServingConfig",
     "PLAN_BATCHES",

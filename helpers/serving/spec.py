@@ -1,4 +1,5 @@
-"""Speculative decoding by real rejection sampling (chapter 8)."""
+"""Speculative decoding: by real rejection sampling (chapter 8), and its TPOT on the
+roofline step model (chapter 9)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import math
 import numpy as np
 
 from helpers._validate import non_negative_int, positive_int
+from helpers.hardware import HardwareSpec
+from helpers.latency import spec_expected_tokens
+from helpers.models import ModelConfig
+from helpers.serving.steps import RooflineSteps, Step
 
 # --------------------------------------------------------------- speculative decoding
 
@@ -83,3 +88,18 @@ def spec_monte_carlo(
         "accepted_rate": accepted_rate,
         "first_token_distribution": np.bincount(first, minlength=vocab) / trials,
     }
+
+
+def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: int,
+              context: int, alpha: float, gamma: int, dtype: str = "bf16") -> float:  # fmt: skip
+    """Seconds per output token of ``batch`` streams at ``context`` tokens under speculative
+    decoding, on the roofline step model (chapter 9): ``gamma`` draft decode steps, then one
+    target pass over gamma + 1 tokens a sequence, over the tokens a pass yields on average
+    (``latency.spec_expected_tokens``). gamma = 0 is a plain decode step."""
+    positive_int(batch, "batch")
+    non_negative_int(gamma, "gamma")
+    decode = Step((), batch, batch * context, batch)
+    drafting = gamma * RooflineSteps(draft, hw, dtype)(decode) if gamma else 0.0
+    verify = RooflineSteps(target, hw, dtype)(
+        Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))
+    return float((drafting + verify) / spec_expected_tokens(alpha, gamma))

@@ -120,3 +120,16 @@ def test_full_size_time_refuses_a_change_of_bound():
     assert latency.full_size_time(4096, (896, 296), real, 1e-5, 989e12, 3.35e12, "bf16") is None
     with pytest.raises(ValueError):
         latency.full_size_time(1, real, real, 0.0, 1e9, 1e9)
+
+
+def test_phase_speedups_on_the_roofline():
+    # A long prefill is compute-bound, a batch-1 decode step memory-bound: each gains the
+    # whole factor from its own ceiling and nothing from the other.
+    gains = latency.phase_speedups(QWEN, H100, 4096, 1024, 1, 2.0)
+    assert gains["prefill"] == pytest.approx({"flops": 2.0, "bandwidth": 1.0})
+    assert gains["decode"] == pytest.approx({"flops": 1.0, "bandwidth": 2.0})
+    # A short prompt sits below the ridge: bandwidth helps it, FLOPs do not.
+    short = latency.phase_speedups(QWEN, H100, 32, 1024, 1, 3.0)["prefill"]
+    assert short["bandwidth"] > 1.5 and short["flops"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="factor"):
+        latency.phase_speedups(QWEN, H100, 64, 64, 1, 0.0)

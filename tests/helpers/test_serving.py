@@ -616,3 +616,20 @@ def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
         serving.steps.FittedSteps.fit([(shapes[0], 1.0)])
     with pytest.raises(ValueError, match="non-negative coefficients"):
         serving.steps.FittedSteps([1.0, -1.0, 0, 0, 0, 0])
+
+
+def test_spec_tpot_on_the_roofline():
+    qwen, half, h100 = models.get("Qwen2.5-7B"), models.get("Qwen2.5-0.5B"), hardware.get(
+        "H100 SXM")
+    plain = serving.RooflineSteps(qwen, h100)(Step((), 8, 8 * 2048, 8))
+    assert serving.spec_tpot(qwen, half, h100, 8, 2048, 0.8, 0) == pytest.approx(plain)
+    # gamma 4 at alpha 0.8: 4 draft steps and a 5-token verify yield 3.3616 tokens a pass.
+    draft = serving.RooflineSteps(half, h100)(Step((), 1, 1024, 1))
+    verify = serving.RooflineSteps(qwen, h100)(Step(((5, 1024),), 0, 0, 5))
+    assert serving.spec_tpot(qwen, half, h100, 1, 1024, 0.8, 4) == pytest.approx(
+        (4 * draft + verify) / 3.3616, rel=1e-4)
+    # At batch 1 the verify pass costs about a decode step: speculation pays.
+    assert serving.spec_tpot(qwen, half, h100, 1, 2048, 0.8, 4) < 0.5 * serving.spec_tpot(
+        qwen, half, h100, 1, 2048, 0.8, 0)
+    with pytest.raises(ValueError, match="gamma"):
+        serving.spec_tpot(qwen, half, h100, 1, 2048, 0.8, -1)
