@@ -142,6 +142,16 @@ values = v_cache.repeat_interleave(group, dim=1)
 scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
 return scores.softmax(dim=-1) @ values, k_cache, v_cache
 '''),
+        "writes a copy of the cache and returns it (right values, not in place)": _attention('''
+k_cache, v_cache = k_cache.clone(), v_cache.clone()
+k_cache[:, :, pos] = k_new[:, :, 0]
+v_cache[:, :, pos] = v_new[:, :, 0]
+group = q.shape[1] // k_cache.shape[1]
+keys = k_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
+values = v_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
+scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+return scores.softmax(dim=-1) @ values, k_cache, v_cache
+'''),
         "GQA heads tiled, not grouped: right only in the visible answers' MHA and MQA cases":
             _attention('''
 k_cache[:, :, pos] = k_new[:, :, 0]
