@@ -132,6 +132,8 @@ def sweep_summary(step_seconds, tpot_slo):
         "weights always bf16: the quantization ignored": _cap(
             weights="2 * flops.param_count(cfg)"),
         "the reserve ignored": _cap(free="memory_bytes - weights"),
+        "int4's half-filled last byte dropped (floor, not ceiling)": _cap(
+            weights="flops.param_count(cfg) * bits // 8"),
         "no clamp: a negative batch when the weights do not fit": _cap(clamp="pass"),
         "KV cache in the weights' dtype too": _cap(
             kv="2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * bits / 8"),
