@@ -31,14 +31,45 @@ def test_measured_knee_is_the_roofline_crossing():
 def test_schedule_step_by_hand():
     step = serving.schedule_step([(0, 16), (1, 5)], [(2, 17), (3, 40), (4, 1)], 5, 8, 16)
     # request 0 needs a block to decode (16 cached); 2 takes 2 blocks; 3 needs 3 of 2: stop
-    assert step == {"decode": [0, 1], "prefill": [2], "free_blocks": 2}
+    assert step == {"decode": [0, 1], "preempted": [], "prefill": [2], "free_blocks": 2}
     capped = serving.schedule_step([(0, 3), (1, 3)], [(2, 1), (3, 1)], 10, 3, 16)
     assert capped["prefill"] == [2]
     idle = serving.schedule_step([], [(7, 32)], 2, 4, 16)
-    assert idle == {"decode": [], "prefill": [7], "free_blocks": 0}
-    with pytest.raises(ValueError, match="preempt"):
-        serving.schedule_step([(0, 16), (1, 32)], [], 1, 4, 16)
+    assert idle == {"decode": [], "preempted": [], "prefill": [7], "free_blocks": 0}
+    # Both decodes need a block and one is free: the latest admitted (1, 2 full blocks) goes
+    # back to the queue with its blocks, request 0 takes one, and nobody is admitted.
+    short = serving.schedule_step([(0, 16), (1, 32)], [(2, 1)], 1, 4, 16)
+    assert short == {"decode": [0], "preempted": [1], "prefill": [], "free_blocks": 2}
+    # Preempting one that needed no block frees its blocks but not the need: two go.
+    two = serving.schedule_step([(0, 16), (1, 16), (2, 5)], [], 0, 4, 16)
+    assert two == {"decode": [0], "preempted": [2, 1], "prefill": [], "free_blocks": 1}
 
+
+def test_schedule_step_agrees_with_the_simulators_preemption():
+    """The simulator's scheduler (``Scheduler.grow``) preempts the same sequences from the
+    same state: three decodes run until their growing caches outgrow 12 blocks, and the step
+    where that happens is also worked by hand."""
+    from helpers.serving import KVMemory, Request
+    from helpers.serving.scheduler import Scheduler
+
+    trace = [Request(0.0, 4, 40) for _ in range(3)]
+    sch = Scheduler(trace, KVMemory(12 * 4, block_size=4), "continuous", 8, None, "both")
+    for i in range(3):
+        sch.arrive(i)
+    for _ in range(100):
+        scheduled = sch.admit(0.0)
+        running = [(i, sch.cached(i)) for i in sch.decoding]
+        free, before = sch.blocks.free, sch.preemptions
+        sch.grow()
+        if sch.preemptions > before:
+            break
+        sch.complete(scheduled, 0.0, 1e-3)
+    else:
+        raise AssertionError("no preemption in 100 steps")
+    by_hand = serving.schedule_step(running, [], free, 8, 4)
+    assert by_hand["decode"] == list(sch.decoding)
+    assert by_hand["preempted"] == [i for i, _ in reversed(running) if i not in sch.decoding]
+    assert by_hand["free_blocks"] == sch.blocks.free
 
 def test_kv_footprint_by_hand():
     f = memory.kv_footprint([(10, 7), (1, 1), (16, 1)], block_size=16, max_seq_len=64)

@@ -55,30 +55,41 @@ def _cap(**wrong):
 
 _STEP = '''
 def schedule_step(running, waiting, free_blocks, max_batch, block_size=16):
-    free = free_blocks
-    for _, cached in running:
+    decoding = list(running)
+    need = sum(1 for _, cached in decoding if {full})
+    free, preempted = free_blocks, []
+    while need > free:
+        request_id, cached = decoding.{victim}
+        free += {freed}
         if {full}:
-            free -= 1
+            need -= 1
+        preempted.append(request_id)
+    free -= need
     admitted = []
-    {guard}
-    for request_id, prompt in waiting:
-        if {room}:
-            break
-        blocks = {blocks}
-        if blocks > free:
-            {blocked}
-        admitted.append(request_id)
-        free -= blocks
-    return {{"decode": [request_id for request_id, _ in running], "prefill": admitted,
-            "free_blocks": free}}
+    if {admit_guard}:
+        {guard}
+        for request_id, prompt in waiting:
+            if {room}:
+                break
+            blocks = {blocks}
+            if blocks > free:
+                {blocked}
+            admitted.append(request_id)
+            free -= blocks
+    return {{"decode": [request_id for request_id, _ in {decoded}], "preempted": preempted,
+            "prefill": admitted, "free_blocks": free}}
 '''
 
 _STEP_RIGHT = {
     "full": "cached % block_size == 0",
-    "guard": "",
-    "room": "len(running) + len(admitted) >= max_batch",
+    "victim": "pop()",
+    "freed": "(cached + block_size - 1) // block_size",
+    "admit_guard": "not preempted",
+    "guard": "pass",
+    "room": "len(decoding) + len(admitted) >= max_batch",
     "blocks": "(prompt + block_size - 1) // block_size",
     "blocked": "break",
+    "decoded": "decoding",
 }
 
 
@@ -147,14 +158,20 @@ def max_batch(cfg, memory_bytes, context, weight_dtype="bf16", reserve_bytes=0):
             room="len(admitted) >= max_batch"),
         "lets the queue skip its blocked head": _step(blocked="continue"),
         "prefills only when no decodes run": _step(
-            guard="if running:\n        waiting = []"),
+            guard="waiting = [] if running else waiting"),
         "forgets the decodes' new blocks": _step(full="False"),
         "floor for the prompt's blocks": _step(blocks="max(1, prompt // block_size)"),
         "a decode needs a block one token early": _step(full="(cached + 1) % block_size == 0"),
+        "preempts the oldest sequence, not the latest admitted": _step(victim="pop(0)"),
+        "a preempted sequence frees one block, not all of its blocks": _step(freed="1"),
+        "admits from the queue in the step that preempted": _step(admit_guard="True"),
+        "lists the preempted sequences among the decodes": _step(decoded="running"),
         "hard-codes the visible answers": '''
 def schedule_step(running, waiting, free_blocks, max_batch, block_size=16):
-    return {"decode": [r for r, _ in running], "prefill": [w for w, _ in waiting[:1]],
-            "free_blocks": 3}
+    if free_blocks == 1:
+        return {"decode": [0], "preempted": [1], "prefill": [], "free_blocks": 2}
+    return {"decode": [r for r, _ in running], "preempted": [],
+            "prefill": [w for w, _ in waiting[:1]], "free_blocks": 3}
 ''',
     },
     "ch07_kv_footprint": {
