@@ -244,3 +244,17 @@ def test_no_test_file_sits_directly_in_tests():
     whenever such a file was collected first. Each test file lives in a subfolder."""
     loose = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
     assert not loose, f"test files directly in tests/: {loose}; move them into a subfolder"
+
+
+def test_no_chapter_names_a_file_of_the_test_suite():
+    """The chapters teach the subject: how the project checks itself (a file under tests/)
+    belongs in the docs and docstrings, not in a chapter's text or code."""
+    suite = re.compile(r"\btests/[\w/.-]+")
+    found = []
+    for name in sorted(f for f in repo_files() if f.startswith("solutions/")
+                       and f.endswith(".ipynb")):  # fmt: skip
+        cells = json.loads((ROOT / name).read_text(encoding="utf-8"))["cells"]
+        for number, cell in enumerate(cells):
+            found += [f"{name} cell {number}: {hit}"
+                      for hit in suite.findall("".join(cell["source"]))]  # fmt: skip
+    assert not found, "chapters naming test files:\n" + "\n".join(found)
