@@ -44,6 +44,7 @@ def serve_real(
     has finished the step; ``extra["step_seconds"]`` holds each step's forward time and
     ``extra["overhead_seconds"]`` the engine's own time around it (scheduling, building the
     step's inputs, reading its tokens),
+    ``extra["steps"]`` the ``Step`` each forward ran (what a step-time model is fitted to),
     ``extra["prompts"]`` and ``extra["tokens"]`` each request's prompt and generated ids.
     ValueError for bad input, a reservation allocator or a prefix cache (the real engine
     pages, without sharing)."""
@@ -64,6 +65,7 @@ def serve_real(
     ends: list[float] = []
     emitted: list[int] = []
     forward_seconds: list[float] = []
+    shapes: list = []  # the Step of each forward
     ptr = 0
     begin = time.perf_counter()
     overheads: list[float] = []  # per step: the engine's own time around the forward
@@ -104,12 +106,13 @@ def serve_real(
             generated[i].append(token)
         t = done - begin
         forward_seconds.append(done - started)
+        shapes.append(step)
         ends.append(t)
         emitted.append(step.heads)
         sch.complete(scheduled, t, done - started)
         overheads.append(time.perf_counter() - iteration - (done - started))
     result = scheduler_result(sch, ends, emitted)
-    result.extra.update(step_seconds=np.array(forward_seconds),
+    result.extra.update(step_seconds=np.array(forward_seconds), steps=shapes,
                         overhead_seconds=np.array(overheads), tokens=generated,
                         prompts=prompts)  # fmt: skip
     return result

@@ -214,63 +214,111 @@ class LinearSteps:
         return self.fixed + self.per_token * batch + self.per_context * contexts
 
 
-FEATURES = ("step", "token", "head", "chunk", "decode_key", "prefill_key")
+FEATURES = ("step", "head", "chunk", "decode_key", "prefill_key")
+
+
+def token_knots(largest: int) -> tuple[int, ...]:
+    """1, 2, 4, … up to the first power of two at or above ``largest``: where the linear
+    layers' cost is fitted (``FittedSteps``)."""
+    knots = [1]
+    while knots[-1] < largest:
+        knots.append(2 * knots[-1])
+    return tuple(knots)
+
+
+def token_weights(tokens: int, knots: Sequence[int]) -> np.ndarray:
+    """Interpolation weights of ``tokens`` on ``knots``: the two knots around it share it
+    linearly; past the last knot, the last segment's line carries on."""
+    weights = np.zeros(len(knots))
+    if len(knots) == 1:
+        weights[0] = tokens / knots[0]
+        return weights
+    k = min(int(np.searchsorted(knots, tokens, "left")), len(knots) - 1)
+    k = max(k, 1)
+    low, high = knots[k - 1], knots[k]
+    share = (tokens - low) / (high - low)
+    weights[k - 1], weights[k] = 1 - share, share
+    return weights
 
 
 def step_features(prefill: Sequence[tuple[int, int]], decode: int, decode_context: int,
-                  heads: int) -> tuple[float, ...]:  # fmt: skip
-    """What a measured step's time is fitted on (``FittedSteps``): 1 (a fixed cost: launches,
-    the framework), the tokens the linear layers see, the LM-head rows, the prompt chunks
-    (each its own attention call), the keys the decodes attend to (their cached tokens and
-    their own), and the keys the chunks attend to (causal, after their cached tokens)."""
+                  heads: int, knots: Sequence[int] = (1,)) -> np.ndarray:  # fmt: skip
+    """What a measured step's time is fitted on (``FittedSteps``): 1 (a constant per step),
+    the LM-head rows, the prompt chunks (each its own attention call), the keys the decodes
+    attend to (their cached tokens and their own), the keys the chunks attend to (causal,
+    after their cached tokens), and the tokens the linear layers see, as weights on the
+    ``knots`` (``token_weights``)."""
     tokens = decode + sum(new for new, _ in prefill)
     prefill_keys = sum(attended_keys(new, before, "causal") for new, before in prefill)
-    return (1.0, float(tokens), float(heads), float(len(prefill)),
-            float(decode_context + decode), float(prefill_keys))  # fmt: skip
+    fixed = (1.0, float(heads), float(len(prefill)), float(decode_context + decode),
+             float(prefill_keys))  # fmt: skip
+    return np.concatenate([fixed, token_weights(tokens, knots)])
 
 
 class FittedSteps:
     """A step-time model fitted to steps measured on a device (chapter 8's fidelity check;
     Vidur, Agrawal et al. MLSys 2024, profiles operators and fits them the same way):
-    seconds = Σ coefficient × ``step_features``, the coefficients non-negative least
-    squares on the measured steps. ``fit`` takes (Step, seconds) pairs."""
+    seconds = Σ coefficient × ``step_features``. The linear layers' time is fitted at each
+    of ``knots`` token counts and interpolated between them, not assumed linear in the
+    tokens: on a CPU a matmul of 2 rows can take longer than one of 8 (another kernel), which
+    a straight line misses by tens of percent. ``fit`` takes (Step, seconds) pairs; the
+    per-step constant (``step``) is left at 0 by the fit (the knots hold the fixed cost) for
+    a caller to add a cost the profile did not see, such as an engine's own overhead."""
 
-    def __init__(self, coefficients: Sequence[float]) -> None:
-        if len(coefficients) != len(FEATURES) or min(coefficients) < 0:
-            raise ValueError(f"need {len(FEATURES)} non-negative coefficients for {FEATURES}, "
-                             f"got {coefficients!r}")  # fmt: skip
+    def __init__(self, coefficients: Sequence[float], knots: Sequence[int] = (1,)) -> None:
+        knots = tuple(int(k) for k in knots)
+        if not knots or knots[0] < 1 or list(knots) != sorted(set(knots)):
+            raise ValueError(f"knots must be increasing positive token counts, got {knots!r}")
+        if len(coefficients) != len(FEATURES) + len(knots) or min(coefficients) < 0:
+            raise ValueError(f"need {len(FEATURES) + len(knots)} non-negative coefficients "
+                             f"for {FEATURES} and {len(knots)} knots, got {coefficients!r}")
         self.coefficients = np.asarray(coefficients, dtype=float)
+        self.knots = knots
 
     @classmethod
     def fit(cls, measured: Sequence[tuple[Step, float]]) -> FittedSteps:
         """Least squares on relative error (each row divided by its time, so a 1 ms step
         counts as much as a 100 ms one), with coefficients kept ≥ 0: a feature whose
-        coefficient comes out negative is dropped and the rest refitted."""
-        if len(measured) < len(FEATURES):
-            raise ValueError(f"fit needs at least {len(FEATURES)} measured steps, got "
-                             f"{len(measured)}")  # fmt: skip
-        x = np.array([step_features(s.prefill, s.decode, s.decode_context, s.heads)
+        coefficient comes out negative is dropped and the rest refitted. The knots run up to
+        the largest step measured."""
+        if not measured:
+            raise ValueError("fit needs measured steps, got none")
+        knots = token_knots(max(s.tokens for s, _ in measured))
+        width = len(FEATURES) + len(knots)
+        if len(measured) < width - 1:
+            raise ValueError(f"fit needs at least {width - 1} measured steps for {len(knots)} "
+                             f"knots, got {len(measured)}")  # fmt: skip
+        x = np.array([step_features(s.prefill, s.decode, s.decode_context, s.heads, knots)
                       for s, _ in measured])  # fmt: skip
         y = np.array([seconds for _, seconds in measured], dtype=float)
         if not (y > 0).all():
             raise ValueError("every measured step time must be positive")
-        active = list(range(len(FEATURES)))
+        used = x.any(axis=0)  # a knot no step reaches, a chunk cost with no chunks: not fitted
+        used[0] = False  # the per-step constant: the knots hold it
+        active = [k for k in range(width) if used[k]]
         while True:
             rows = x[:, active] / y[:, None]
             solution, *_ = np.linalg.lstsq(rows, np.ones(len(y)), rcond=None)
             if (solution >= 0).all():
                 break
             del active[int(np.argmin(solution))]
-        coefficients = np.zeros(len(FEATURES))
+        coefficients = np.zeros(width)
         coefficients[active] = solution
-        return cls(coefficients)
+        return cls(coefficients, knots)
+
+    def with_step_cost(self, seconds: float) -> FittedSteps:
+        """The same model with ``seconds`` more in every step."""
+        extra = np.zeros(len(self.coefficients))
+        extra[0] = seconds
+        return FittedSteps(self.coefficients + extra, self.knots)
 
     def __call__(self, step: Step) -> float:
         return float(self.coefficients @ step_features(step.prefill, step.decode,
-                                                       step.decode_context, step.heads))
+                                                       step.decode_context, step.heads,
+                                                       self.knots))  # fmt: skip
 
     def decode_run(self, batch: int, context: int, steps: int) -> np.ndarray:
-        """``steps`` decode steps at once: affine in the context, which grows by ``batch``."""
-        c = self.coefficients
-        fixed = c[0] + c[1] * batch + c[2] * batch + c[4] * (context + batch)
-        return fixed + c[4] * batch * np.arange(steps)
+        """``steps`` decode steps at once: the batch's tokens are the same each step, and the
+        keys grow by ``batch`` a step, so the time is affine in the step index."""
+        first = self(Step((), batch, context, batch))
+        return first + self.coefficients[3] * batch * np.arange(steps)

@@ -602,20 +602,30 @@ def test_a_request_preempted_on_a_decode_engine_recomputes_and_keeps_its_tokens(
 
 
 def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
-    # Step times made by known coefficients (a fixed 2 ms, 10 µs a token, 50 µs a head, no
-    # per-chunk cost, 0.1 µs a decode key, 0.02 µs a prompt key) are fitted back exactly.
-    truth = serving.steps.FittedSteps([2e-3, 1e-5, 5e-5, 0.0, 1e-7, 2e-8])
-    shapes = [Step((), b, b * c, b) for b in (1, 4, 16) for c in (10, 300)]
-    shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 64, 256) for k in (0, 100)]
+    # Step times made by a known model (50 µs a head, no per-chunk cost, 0.1 µs a decode key,
+    # 0.02 µs a prompt key, and linear layers that cost 2 ms for 1 token, 4 ms for 2, as a
+    # kernel change does, then 3 ms for 4 ... ) are fitted back: the same time on every step.
+    knots = serving.steps.token_knots(256)
+    layers = [2e-3, 4e-3, 3e-3, 3.2e-3, 3.5e-3, 4e-3, 5e-3, 7e-3, 11e-3]
+    truth = serving.steps.FittedSteps([0.0, 5e-5, 0.0, 1e-7, 2e-8] + layers, knots)
+    shapes = [Step((), b, b * c, b) for b in (1, 2, 4, 8, 16) for c in (10, 300)]
+    shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 32, 64, 128, 256) for k in (0, 100)]
     shapes += [Step(((96, 0),), 8, 800, 9), Step(((32, 64),), 4, 1200, 4)]
     fitted = serving.steps.FittedSteps.fit([(s, truth(s)) for s in shapes])
-    assert fitted.coefficients == pytest.approx(truth.coefficients, rel=1e-6, abs=1e-12)
+    assert fitted.knots == knots
+    assert [fitted(s) for s in shapes] == pytest.approx([truth(s) for s in shapes], rel=1e-6)
+    # Between knots the linear layers' time is interpolated; past the last, extrapolated.
+    assert fitted(Step((), 3, 30, 3)) == pytest.approx(truth(Step((), 3, 30, 3)), rel=1e-6)
+    assert fitted(Step(((300, 0),), 0, 0, 1)) > fitted(Step(((256, 0),), 0, 0, 1))
     run = fitted.decode_run(6, 600, 5)
     assert run == pytest.approx([fitted(Step((), 6, 600 + 6 * k, 6)) for k in range(5)])
-    with pytest.raises(ValueError, match="at least 6 measured steps"):
+    assert fitted.with_step_cost(1e-3)(shapes[0]) == pytest.approx(fitted(shapes[0]) + 1e-3)
+    with pytest.raises(ValueError, match="measured steps"):
         serving.steps.FittedSteps.fit([(shapes[0], 1.0)])
     with pytest.raises(ValueError, match="non-negative coefficients"):
         serving.steps.FittedSteps([1.0, -1.0, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="knots"):
+        serving.steps.FittedSteps([0.0] * 7, (1, 4, 2))
 
 
 def test_spec_tpot_on_the_roofline():
