@@ -67,3 +67,19 @@ def test_real_engine_refuses_what_it_cannot_run(model):
         serve_real([Request(0.0, 4, 2)], model, KVMemory(64, "reserve"))
     with pytest.raises(ValueError, match="cannot fit in KV memory"):
         serve_real([Request(0.0, 40, 2)], model, KVMemory(16, block_size=4))
+
+
+def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
+    """The benchmark's whole path (profile, burst, fit, real and simulated runs, report) on
+    a small workload. Its accuracy depends on the machine: the benchmark prints it."""
+    from helpers.serving import fidelity
+
+    work = fidelity.Workload(prompt_mean=16, output_mean=4, max_batch=4, token_budget=32,
+                             kv_tokens=2048, requests=12)  # fmt: skip
+    run = fidelity.fidelity(work, loads=(0.5,))
+    (real, sim, real_steps, sim_steps), = run["rows"].values()
+    assert set(real) == set(sim) == set(fidelity.METRICS)
+    assert all(value > 0 for value in (*real.values(), *sim.values()))
+    assert real_steps > 0 and sim_steps > 0 and run["capacity"] > 0
+    text = fidelity.report(run)
+    assert "worst |sim/real - 1|" in text and "50% tpot_p90" in text
