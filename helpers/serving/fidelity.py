@@ -127,8 +127,9 @@ def figures(result: Result) -> dict[str, float]:
 
 def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: int = 0,
              model=None) -> dict:  # fmt: skip
-    """Run the whole check; returns the fit, the capacity and per load the measured and
-    simulated figures (``report`` prints them)."""
+    """Run the whole check; returns the fit (``"fitted"``, a ``FittedSteps``, and its
+    error), the capacity and per load the measured and simulated figures and step counts
+    (``report`` prints them)."""
     from helpers.serving.real import serve_real
 
     begin = time.perf_counter()
@@ -159,6 +160,7 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
         sim = simulate(trace, fitted, memory, **policy)
         rows[share] = (figures(real), figures(sim), real.steps, sim.steps)
     return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
+            "fitted": fitted,
             "overhead": overhead,
             "model": model.cfg.name, "device": str(next(model.parameters()).device),
             "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
