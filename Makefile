@@ -61,7 +61,8 @@ outputs: env
 # (TEXTBOOK_LLC_BYTES), instead of once at the host's size.
 LLC_SIZES ?= 8MiB 260MiB 1GiB
 CACHE_TESTS := tests/helpers/test_timing.py tests/helpers/test_ceilings.py \
-  tests/helpers/test_bench.py tests/grading/test_grading_validate_cache.py
+  tests/helpers/test_bench.py tests/helpers/test_gpu_reference.py \
+  tests/grading/test_grading_validate_cache.py
 
 test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 -m "not cache_size" tests
