@@ -27,7 +27,7 @@ from helpers.serving.metrics import Result
 from helpers.serving.steps import FittedSteps, Step
 from helpers.serving.trace import poisson_trace
 
-__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_and_fit", "fidelity", "report"]
+__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_steps", "fidelity", "report"]
 
 LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
 METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
@@ -101,18 +101,6 @@ def profile_steps(model, work: Workload, repeats: int = 5) -> list[tuple[Step, f
         measured.append((Step(prefill, s.decode, s.decode * s.context, s.heads),
                          record.timing.median_s))  # fmt: skip
     return measured
-
-
-def fit(measured: Sequence[tuple[Step, float]]) -> tuple[FittedSteps, float]:
-    """``FittedSteps`` fitted to ``measured``, and its worst relative error on them."""
-    fitted = FittedSteps.fit(measured)
-    return fitted, max(abs(fitted(step) / seconds - 1) for step, seconds in measured)
-
-
-def profile_and_fit(model, work: Workload, repeats: int = 5) -> tuple[FittedSteps, float]:
-    """Profile the step shapes and fit ``FittedSteps`` to their medians; returns the model
-    and its worst relative error on the profiled shapes."""
-    return fit(profile_steps(model, work, repeats))
 
 
 def figures(result: Result) -> dict[str, float]:

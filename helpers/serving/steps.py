@@ -294,7 +294,7 @@ class FittedSteps:
         if not (y > 0).all():
             raise ValueError("every measured step time must be positive")
         used = x.any(axis=0)  # a knot no step reaches, a chunk cost with no chunks: not fitted
-        used[0] = False  # the per-step constant: the knots hold it
+        used[FEATURES.index("step")] = False  # the per-step constant: the knots hold it
         active = [k for k in range(width) if used[k]]
         while True:
             rows = x[:, active] / y[:, None]
@@ -309,7 +309,7 @@ class FittedSteps:
     def with_step_cost(self, seconds: float) -> FittedSteps:
         """The same model with ``seconds`` more in every step."""
         extra = np.zeros(len(self.coefficients))
-        extra[0] = seconds
+        extra[FEATURES.index("step")] = seconds
         return FittedSteps(self.coefficients + extra, self.knots)
 
     def __call__(self, step: Step) -> float:
@@ -321,4 +321,5 @@ class FittedSteps:
         """``steps`` decode steps at once: the batch's tokens are the same each step, and the
         keys grow by ``batch`` a step, so the time is affine in the step index."""
         first = self(Step((), batch, context, batch))
-        return first + self.coefficients[3] * batch * np.arange(steps)
+        per_key = self.coefficients[FEATURES.index("decode_key")]
+        return first + per_key * batch * np.arange(steps)
