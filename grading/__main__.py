@@ -25,8 +25,7 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count(),
                         help="submissions graded in parallel (default: all cores)")
     parser.add_argument("--timeout", type=float, default=60,
-                        help="CPU seconds per question (setup, answer and tests); its wall clock "
-                        "is twice that")
+                        help="seconds per question (setup, answer and tests)")
     parser.add_argument("--memory", type=int, default=4096, help="MiB per question")
     parser.add_argument("--unsafe", action="store_true",
                         help="run student code without the bubblewrap sandbox")
@@ -78,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     scope.add_argument("chapter", help="chapter folder, e.g. 02_bytes")
     scope.add_argument("--output", type=Path,
                        help="default: build/gradescope/CHAPTER/autograder.zip")
-    scope.add_argument("--timeout", type=float, default=60,
-                       help="CPU seconds per question; its wall clock is twice that")
+    scope.add_argument("--timeout", type=float, default=60, help="seconds per question")
     scope.add_argument("--memory", type=int, default=4096, help="MiB per question")
     scope.add_argument("--source", type=Path, default=build.SOURCE,
                        help="the instructor's notebooks (default: solutions/)")

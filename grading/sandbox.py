@@ -53,16 +53,11 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or does not work here, and --unsafe was not given."""
 
 
-# The wall clock a question gets over its CPU time. The CPU limit stops an answer that spins;
-# the wall clock one that sleeps or blocks. A loaded machine (parallel jobs, a busy grading
-# server) stretches an honest question's wall time past its CPU time, and chapter 9's design
-# problem uses most of a minute's CPU between its two processes: twice keeps it gradable.
-WALL_PER_CPU = 2
 
 
 @dataclass(frozen=True)
 class Limits:
-    wall_s: float = 60.0 * WALL_PER_CPU  # per question: setup + answer + tests
+    wall_s: float = 60.0  # per question: setup + answer + tests
     cpu_s: int = 60  # per process (the tester's and the answer's each)
     memory: int = 4 << 30  # address space per question, bytes
     output: int = 16 << 20  # largest file (stdout, scratch files), bytes
@@ -70,11 +65,10 @@ class Limits:
     processes: int = 2048  # tasks of the grading user (not enforced for root)
 
     @classmethod
-    def per_question(cls, cpu_seconds: float, memory: int = 4 << 30) -> Limits:
-        """``--timeout``'s limits: ``cpu_seconds`` of CPU per process, a wall clock of
-        ``WALL_PER_CPU`` times that for the question."""
-        return cls(wall_s=WALL_PER_CPU * cpu_seconds, cpu_s=max(1, int(cpu_seconds)),
-                   memory=memory)  # fmt: skip
+    def per_question(cls, seconds: float, memory: int = 4 << 30) -> Limits:
+        """``--timeout``'s limits: ``seconds`` of wall clock for the question and of CPU
+        for each of its processes."""
+        return cls(wall_s=seconds, cpu_s=max(1, int(seconds)), memory=memory)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from grading_support import SANDBOX, release_of, solutions_of
 from grading import build, course, grader, sandbox
 
 CHAPTERS = build.chapters()
-LIMITS = sandbox.Limits()  # the grader's own
+LIMITS = sandbox.Limits(wall_s=60, cpu_s=60)
 
 
 def helpers_references(assignment: course.Assignment, exercise: course.Exercise) -> list[str]:
