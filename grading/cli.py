@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,15 @@ def use_sandbox(args: argparse.Namespace, required: bool) -> bool:
     return False
 
 
+ORDINARY_USER = (
+    "note: grading as an ordinary user: each submission's answer and tester processes run "
+    "as this user, not as two users of their own, so an answer can signal the grading "
+    "processes (a killed one costs that question), and the process limit counts all of this "
+    "user's processes; grade as root to have both (docs/grading.md, 'Grading as an ordinary "
+    "user')"
+)
+
+
 def grade_command(args: argparse.Namespace) -> int:
     try:
         isolated = use_sandbox(args, required=True)
@@ -44,6 +54,8 @@ def grade_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         print(f"error: cannot read assignment {args.assignment}: {error}", file=sys.stderr)
         return 2
+    if isolated and os.geteuid() != 0:
+        print(ORDINARY_USER, file=sys.stderr)
     submitted = args.course / "submitted"
     submitted.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []

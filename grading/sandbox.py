@@ -4,9 +4,11 @@ another that calls it through a socket and gets back plain data only
 (:mod:`grading.sandbox_runner`); the tester alone holds a per-question random nonce and
 writes ``pass`` with it, and the zygote reports its clean exit.
 
-The sandbox is bubblewrap: no network, a read-only view of Python and of ``helpers`` only
-(not ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
-home of bounded size, a new PID namespace that dies with the grader. Limits on CPU time,
+The sandbox is bubblewrap: no network, a read-only view of Python only (not ``helpers``'
+files, ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
+home of bounded size, a new PID namespace that dies with the grader. ``helpers`` reaches
+the sandbox as sources in the job (:mod:`grading.stubs`): the tester's real, the answer's
+with the references stubbed, and the hidden tests only in the tester's part. Limits on CPU time,
 memory, file and output size, processes and wall-clock time are set per question by the
 runner (:mod:`grading.sandbox_runner`) before any student code runs.
 """
@@ -28,10 +30,11 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
+from grading import stubs
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
@@ -42,8 +45,7 @@ PREIMPORT = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot"
              "matplotlib.backends.backend_agg", "IPython", "IPython.core.interactiveshell",
              "IPython.core.application", "IPython.core.completer", "IPython.core.magics",
              "IPython.core.oinspect", "IPython.core.pylabtools", "matplotlib_inline.backend_inline",
-             "traitlets.config", "sqlite3", "bdb", "PIL.features", "helpers.checks",
-             "helpers.notebook"]  # fmt: skip
+             "traitlets.config", "sqlite3", "bdb", "PIL.features"]  # fmt: skip
 # System folders a Python process needs, bound read-only (symlinks are recreated).
 SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"]
 ETC = ["/etc/ld.so.cache", "/etc/alternatives", "/etc/fonts", "/etc/localtime", "/etc/ssl"]
@@ -136,7 +138,11 @@ def _system_binds() -> list[str]:
 
 
 def _bwrap(limits: Limits) -> list[str]:
-    python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
+    # Python's own folders, and every site-packages on the path (a venv over another
+    # venv's packages, as a Python that ordinary users can run may be)
+    python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix)} | {
+        Path(p).resolve() for p in sys.path
+        if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()}
     package_dirs = {Path(p).resolve() for p in helpers.__path__}
     args = ["bwrap", *_namespaces(), "--die-with-parent", "--new-session", *_system_binds()]
     for path in ETC:
@@ -155,8 +161,13 @@ def _bwrap(limits: Limits) -> list[str]:
     above -= {"/", "/tmp", "/home", HOME}
     for folder in sorted(above | {"/opt", "/opt/grader"}, key=lambda f: f.count("/")):
         args += ["--perms", "0755", "--dir", folder]
-    for path in bound:
+    for path in sorted(python_dirs):
         args += ["--ro-bind", str(path), str(path)]
+    # helpers' files are hidden (an empty folder over each, even inside the venv); the
+    # runner imports the package from the job's sources. Its data stays readable.
+    for path in sorted(package_dirs):
+        args += ["--perms", "0755", "--size", str(1 << 20), "--tmpfs", str(path),
+                 "--ro-bind-try", str(path / "data"), str(path / "data")]  # fmt: skip
     args += ["--chdir", HOME, "--ro-bind", str(RUNNER), "/opt/grader/runner.py"]
     return args + [sys.executable, "-I", "/opt/grader/runner.py"]
 
@@ -287,15 +298,19 @@ class _Warm:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def submit(self, job: dict, preimport: list[str], report_fd: int) -> bool:
-        """Hand a job to a fresh zygote; False if the template is gone."""
-        with tempfile.TemporaryFile() as job_file:  # read by the zygote alone
+    def submit(self, job: dict, private: bytes, preimport: list[str], report_fd: int) -> bool:
+        """Hand a job to a fresh zygote, with its private file (the tests and the library
+        each process reads its own part of); False if the template is gone."""
+        with tempfile.TemporaryFile() as job_file, tempfile.TemporaryFile() as private_file:
             job_file.write(json.dumps(job).encode())
-            job_file.flush()
-            job_file.seek(0)
+            private_file.write(private)
+            for file in (job_file, private_file):
+                file.flush()
+                file.seek(0)
             try:
                 message = json.dumps({"preimport": preimport}).encode()
-                socket.send_fds(self.control, [message], [job_file.fileno(), report_fd])
+                socket.send_fds(self.control, [message],
+                                [job_file.fileno(), private_file.fileno(), report_fd])
             except OSError:
                 return False
         return True
@@ -354,25 +369,57 @@ def _discard(warm: _Warm) -> None:
     warm.kill()
 
 
-def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
+def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, bytes]:
+    """What the zygote reads (the job), and the private file that only the tester and
+    answer processes read their own parts of, by the offsets the job gives.
+
+    The job holds each question's setup and answer, and the library's modules that no
+    question stubs. The private file holds, per question, the tester's part (the visible
+    and whole test cell, the names asked for, the nonce) and the answer's part (the modules
+    some question stubs, with this question's references stubbed), and once the real
+    modules for every tester."""
+    library = stubs.library()
+    wanted = [stubs.stubbed(stubs.targets(q.setup, q.references)) for q in questions]
+    varying = sorted({name for stubbed in wanted for name in stubbed})
+    private = bytearray()
+
+    def part(value) -> list[int]:
+        data = json.dumps(value).encode()
+        private.extend(data)
+        return [len(private) - len(data), len(data)]
+
+    tester_library = part({name: library[name].as_sent() for name in varying})
+    sent = []
+    for q, nonce, stubbed in zip(questions, nonces, wanted, strict=True):
+        answer = {name: stubbed.get(name, library[name]).as_sent() for name in varying}
+        sent.append({
+            "setup": q.setup, "answer": q.answer, "limits": _question_limits(limits),
+            "answer_part": part({"library": answer}),
+            "tester_part": part({"visible": q.visible, "full": q.full,
+                                 "names": list(q.names), "nonce": nonce}),
+        })  # fmt: skip
     job = {
         "zygote_nonce": zygote_nonce,
         "preimport": PREIMPORT + _imported(questions),
         "uids": uids,
         "first": first,
         "limits": {"output": limits.output, "processes": limits.processes},
-        "questions": [
-            {**asdict(q), "nonce": n, "limits": _question_limits(limits)}
-            for q, n in zip(questions, nonces, strict=True)
-        ],
+        "library": {n: m.as_sent() for n, m in library.items() if n not in varying},
+        "tester_library": tester_library,
+        "questions": sent,
     }
+    return job, bytes(private)
+
+
+def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
+    job, private = _job(questions, nonces, zygote_nonce, first, limits, uids)
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
         warm = _checkout(sandbox, limits, uids is not None)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                sent = warm.submit(job, _imported(questions), report_fd)
+                sent = warm.submit(job, private, _imported(questions), report_fd)
             finally:
                 os.close(report_fd)
             stalled, reply = _watch(warm, report_path, zygote_nonce, limits) if sent else (

@@ -15,13 +15,22 @@ code; on any difference it says so and ends, and the grader starts a fresh sandb
 For each question the zygote forks two processes joined by a socket:
 
 * the **answer** process runs the instructor's setup cell and the student's answer cell,
-  then only serves calls to what the answer defined. It has no report file.
+  then only serves calls to what the answer defined. It has no report file, and it never
+  holds the tests or the references: it reads only its own part of the job's private
+  file, which holds ``helpers`` with the references as stubs in their source
+  (:mod:`grading.stubs`), and closes that file before the setup cell runs.
 * the **tester** process runs the setup cell and the instructor's test cell (visible part,
   then the whole cell), where each name the answer defined is a proxy: arguments go to the
   answer process pickled (they come from the instructor); results come back as tagged JSON,
   decoded strictly into fresh objects of exactly the types sent (anything else arrives as
   an opaque stand-in that equals nothing). Student code never runs here, so it cannot patch
   the checks, forge output or reach the nonce; the tester alone writes ``pass`` with it.
+  The tests, the nonce and the real library come from the tester's own part of the private
+  file, read after the fork: the zygote never reads that file, so no process the student's
+  code runs in, or is forked from, has held them.
+
+``helpers`` is imported from the sources the job carries (:class:`Library`), never from
+disk: in the sandbox its files are hidden.
 
 The template, the zygote and both children are not dumpable, so the answer process cannot
 ptrace them or take their file descriptors. A crash, hang or limit costs only that
@@ -35,7 +44,7 @@ import ctypes
 import dataclasses
 import functools
 import importlib
-import inspect
+import importlib.util
 import json
 import os
 import pickle
@@ -51,6 +60,7 @@ import traceback
 import types
 
 REPORT_FD = 3  # replaced by the job's report_fd
+PRIVATE_FD = -1  # the job's private file: each tester's and answer's own part
 ZYGOTE_HOME = ""  # the zygote's home; each question's answer gets a folder under it
 TESTER_HOME = ""  # in the sandbox, a disk of the testers' own (else the zygote's home)
 UIDS = {}  # role -> user id, when the zygote runs as root
@@ -63,6 +73,56 @@ MAX_DEPTH = 64
 def emit(record):
     """One JSON line on the report file (O_APPEND, shared by the zygote and testers)."""
     os.write(REPORT_FD, (json.dumps(record) + "\n").encode())
+
+
+class Library:
+    """Imports ``helpers`` from the sources the grader sent, and from nowhere else: a
+    module it was not given is missing (even where the package's files are on disk), so
+    the real body of a reference stubbed for the answer is out of its reach whichever way
+    it imports, reloads or reads the module (where the sandbox hides the file, ``inspect``
+    and tracebacks read these sources too). First on ``sys.meta_path`` in every process."""
+
+    def __init__(self):
+        self.modules = {}
+
+    def serve(self, modules):
+        self.modules.update(modules)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "helpers" and not name.startswith("helpers."):
+            return None
+        item = self.modules.get(name)
+        if item is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        folder = [os.path.dirname(item["origin"])] if item["package"] else None
+        return importlib.util.spec_from_file_location(
+            name, item["origin"], loader=self, submodule_search_locations=folder)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        item = self.modules[module.__spec__.name]
+        exec(compile(item["source"], item["origin"], "exec"), module.__dict__)  # noqa: S102
+
+    def get_source(self, name):
+        return self.modules[name]["source"]
+
+
+LIBRARY = Library()
+
+
+def read_part(where):
+    """One part of the private file, by its (offset, length) in the job; nothing else of
+    the file is read into this process."""
+    offset, length = where
+    data = b""
+    while len(data) < length:
+        chunk = os.pread(PRIVATE_FD, length - len(data), offset + len(data))
+        if not chunk:
+            raise EOFError("the job's private file is shorter than its index")
+        data += chunk
+    return json.loads(data)
 
 
 def non_dumpable():
@@ -279,7 +339,11 @@ def private(index, role):
     os.chdir(home)
     # stdout and stderr: a file of its own (bounded by RLIMIT_FSIZE), so a flood by the
     # answer cannot fill the output that the tester and later questions write to
-    output = os.open(os.path.join(home, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    # (unlinked at once: the tester's output, which can show a hidden test's values, is
+    # then not readable by path from the answer process, even as the same user)
+    output_path = os.path.join(home, "output.txt")
+    output = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.unlink(output_path)
     os.dup2(output, 1)
     os.dup2(output, 2)
     os.close(output)
@@ -306,7 +370,6 @@ def answer_process(index, question, sock):
     error = run(shell, question["setup"])
     if error is not None:
         return send(sock, json.dumps({"stage": "setup", "error": describe(error)}).encode())
-    forbid(shell, question.get("references", ()))
     before = dict(shell.user_ns)
     error = run(shell, question["answer"])
     if error is not None:
@@ -347,60 +410,6 @@ def written_back(args, kwargs, versions):
     that must fill a buffer in place is checked on the buffer, across the two processes."""
     return [[key, safe_encode(value)] for key, value in _tensor_arguments(args, kwargs)
             if value._version != versions.get(key)]  # fmt: skip
-
-
-class NotAnAnswer(Exception):
-    """The answer called a function the tests compare it against."""
-
-
-def forbid(shell, references):
-    """Replace, in this (the answer) process only, each helpers function the tests call
-    that the solution does not by a stub that refuses to run: returning the reference's
-    own result is not an answer. Lookups of a named config (``models.get(name)``) build
-    the tests' inputs and stay. The tester and later cells keep the real functions."""
-    real = {}
-    for dotted in references:
-        head, *rest = str(dotted).split(".")
-        value = shell.user_ns.get(head)
-        for part in rest:
-            value = getattr(value, part, None)
-        module = getattr(value, "__module__", None) or ""
-        if (isinstance(value, types.FunctionType) and module.startswith("helpers.")
-                and module not in ("helpers.checks", "helpers.notebook")
-                and not _lookup(value)):  # fmt: skip
-            real[id(value)] = (value, f"{module}.{value.__qualname__}")
-    if not real:
-        return
-    stubs = {key: _stub(name) for key, (_, name) in real.items()}
-    namespaces = [shell.user_ns] + [
-        vars(m) for name, m in list(sys.modules.items())
-        if (name == "helpers" or name.startswith("helpers.")) and m is not None
-    ]  # fmt: skip
-    for namespace in namespaces:  # wherever it is bound: `import`, `from … import`
-        for name, value in list(namespace.items()):
-            if id(value) in stubs and value is real[id(value)][0]:
-                namespace[name] = stubs[id(value)]
-
-
-def _lookup(function):
-    """``get(name: str) -> SomeConfig``: finds the tests' inputs by name, answers nothing."""
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return False
-    params = list(signature.parameters.values())
-    returns = signature.return_annotation
-    return (bool(params) and params[0].annotation in (str, "str")
-            and isinstance(returns, (type, str)) and returns not in (str, "str")
-            and function.__name__ == "get")  # fmt: skip
-
-
-def _stub(name):
-    def refuse(*args, **kwargs):
-        raise NotAnAnswer(f"calling {name} is not an answer: write it yourself")
-
-    refuse.__name__ = refuse.__qualname__ = name.rpartition(".")[2]
-    return refuse
 
 
 def safe_encode(value):
@@ -619,12 +628,18 @@ def clean(keep, index=None):
 def answer_child(index, question, own, other):
     other.close()
     os.close(REPORT_FD)  # the student's process never holds the report file
+    part = read_part(question["answer_part"])  # the library, with this question's stubs
+    os.close(PRIVATE_FD)  # nor the private file, where the tests are
+    LIBRARY.serve(part["library"])
     answer_process(index, question, own)
 
 
-def tester_child(index, question, own, other, nonce):
+def tester_child(index, question, own, other, library):
     other.close()
-    tester_process(index, question, own, nonce)
+    part = read_part(question["tester_part"])  # the tests and the nonce
+    LIBRARY.serve(read_part(library))  # the real library
+    os.close(PRIVATE_FD)
+    tester_process(index, {**question, **part}, own, part["nonce"])
 
 
 def preimport(names):
@@ -712,10 +727,10 @@ def serve(config):
     clean_state = state(folders)
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
         except OSError:
             return
-        if not message or len(fds) != 2:  # the grader has gone
+        if not message or len(fds) != 3:  # the grader has gone
             return
         preimport(json.loads(message).get("preimport", []))  # the instructor's modules
         pid = os.fork()
@@ -724,7 +739,7 @@ def serve(config):
             os.setsid()  # apart from the template: a kill of the zygote's group spares it
             ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
             try:
-                zygote(fds[0], fds[1], keep, sandboxed)
+                zygote(fds[0], fds[1], fds[2], keep, sandboxed)
             except BaseException:  # noqa: B036 - the parent decides from the report
                 traceback.print_exc()
             finally:
@@ -746,12 +761,15 @@ def serve(config):
             return
 
 
-def zygote(job_fd, report_fd, keep, sandboxed):
-    """One submission's questions: for each, fork the tester and the answer process."""
-    global REPORT_FD
+def zygote(job_fd, private_fd, report_fd, keep, sandboxed):
+    """One submission's questions: for each, fork the tester and the answer process. The
+    zygote reads the job (the setup, the answers and the part of the library no question
+    stubs) but never the private file, which its children read their parts of."""
+    global REPORT_FD, PRIVATE_FD
     with os.fdopen(job_fd, "rb") as job_file:
         job = json.loads(job_file.read())
-    REPORT_FD = report_fd
+    REPORT_FD, PRIVATE_FD = report_fd, private_fd
+    LIBRARY.serve(job["library"])
     output = job["limits"]["output"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     if os.getuid() != 0:  # root ignores RLIMIT_NPROC
@@ -766,13 +784,12 @@ def zygote(job_fd, report_fd, keep, sandboxed):
         if index < job.get("first", 0):
             continue
         emit({"q": index, "zygote": job["zygote_nonce"], "start": True})
-        nonce = question.pop("nonce")
         tester_end, answer_end = socket.socketpair()
 
         try:
             pids = (
                 fork(functools.partial(tester_child, index, question, tester_end, answer_end,
-                                       nonce), index),
+                                       job["tester_library"]), index),
                 fork(functools.partial(answer_child, index, question, answer_end, tester_end),
                      index),
             )  # fmt: skip
@@ -793,6 +810,7 @@ def zygote(job_fd, report_fd, keep, sandboxed):
 
 
 def main():
+    sys.meta_path.insert(0, LIBRARY)  # before anything imports helpers
     config = json.loads(sys.stdin.read())
     sys.stdin = open(os.devnull)
     serve(config)

@@ -5,6 +5,7 @@ MissingIDFieldWarning, and the student's file is never rewritten."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -13,7 +14,7 @@ import nbformat
 from grading_fixture import EXERCISES, MAX_AUTO, NAME
 from grading_support import demo_answers, fill, release_of, submit
 
-from grading import build, grader
+from grading import build, cli, grader
 
 ALL_RIGHT = {a: "right" for a in EXERCISES}
 
@@ -48,6 +49,9 @@ def test_grade_is_quiet_and_leaves_the_file_alone(demo, tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "MissingIDField" not in result.stdout + result.stderr, result.stderr
+    # as an ordinary user, it says once what that loses against grading as root
+    said = (result.stdout + result.stderr).count(cli.ORDINARY_USER)
+    assert said == (0 if os.geteuid() == 0 else 1), result.stderr
     assert path.read_bytes() == raw  # the ids went into our copy only
     graded = json.loads((course_dir / "grades" / NAME / "alice.json").read_text())
     assert sum(q["score"] or 0 for q in graded["questions"]) == MAX_AUTO, graded

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -30,31 +28,6 @@ SOLUTIONS = build.SOURCE / CHAPTER / f"{CHAPTER}.ipynb"
 @pytest.fixture(scope="module")
 def autograder_zip(tmp_path_factory) -> Path:
     return gradescope.bundle(CHAPTER, tmp_path_factory.mktemp("zip") / "autograder.zip")
-
-
-@pytest.fixture(scope="module")
-def shared_python():
-    """A Python that a user of no account can run, as setup.sh's venv on Gradescope is: this
-    one, unless it lives under a private folder (pyenv under /root): then a venv of the
-    system's Python of the same version over this venv's packages, in a public folder."""
-    if os.geteuid() != 0 or not gradescope.unprivileged_import_fails():
-        yield sys.executable
-        return
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    system = Path("/usr/bin") / version
-    assert system.is_file(), f"no {system}: cannot make a Python that other users can run"
-    folder = Path(tempfile.mkdtemp(prefix="gradescope-python-", dir="/tmp"))
-    try:
-        folder.chmod(0o755)
-        subprocess.run([str(system), "-m", "venv", "--without-pip", str(folder)], check=True)
-        ours = next(p for p in sys.path if p.endswith("site-packages"))
-        pth = folder / "lib" / version / "site-packages" / "parent.pth"
-        pth.write_text(f"import site; site.addsitedir({ours!r})\n")
-        python = str(folder / "bin" / "python")
-        assert gradescope.unprivileged_import_fails(python) == ""
-        yield python
-    finally:
-        shutil.rmtree(folder)
 
 
 def gradescope_run(zip_path: Path, root: Path, files: dict[str, bytes], path_prefix=None,
