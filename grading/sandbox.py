@@ -184,7 +184,6 @@ def _environment(home: str) -> dict[str, str]:
     }
 
 
-NOT_AN_ANSWER = "is not an answer: write it yourself"
 STARTUP_S = 120.0  # bubblewrap, Python and the imports (a new template), before a question
 GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and cleanup
 
@@ -525,8 +524,8 @@ def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> O
         return Outcome(status, detail)
     if stage == "pass":
         return Outcome("passed") if code == 0 else Outcome("crash", f"exit status {code}")
-    if NOT_AN_ANSWER in error and stage in ("visible", "answer"):
-        start = error.rfind("calling ", 0, error.index(NOT_AN_ANSWER))
+    if stubs.NOT_AN_ANSWER in error and stage in ("visible", "answer"):
+        start = error.rfind("calling ", 0, error.index(stubs.NOT_AN_ANSWER))
         return Outcome("failed", error[start:].split("\n")[0])
     if stage == "visible":
         if error.startswith("NotImplementedError"):

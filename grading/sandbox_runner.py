@@ -46,6 +46,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import marshal
 import os
 import pickle
 import resource
@@ -103,7 +104,8 @@ class Library:
 
     def exec_module(self, module):
         item = self.modules[module.__spec__.name]
-        exec(compile(item["source"], item["origin"], "exec"), module.__dict__)  # noqa: S102
+        code = marshal.loads(base64.b64decode(item["code"]))  # compiled by the grader
+        exec(code, module.__dict__)  # noqa: S102
 
     def get_source(self, name):
         return self.modules[name]["source"]

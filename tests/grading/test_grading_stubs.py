@@ -1,0 +1,53 @@
+"""The library as the answer process gets it (grading/stubs.py): which functions become
+stubs, found through the setup cell's imports, and what a stubbed module still does."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from grading import stubs
+from helpers import memory
+
+SETUP = ("from helpers import memory, models\nimport helpers.roofline as rl\n"
+         "from helpers.flops import param_count as count\nimport helpers.checks\n")  # fmt: skip
+
+
+def test_references_are_found_through_every_kind_of_import():
+    found = stubs.targets(SETUP, ("memory.weight_bytes", "rl.gemm_knee", "count",
+                                  "helpers.checks.check_int", "models.get", "print",
+                                  "memory.no_such_function"))  # fmt: skip
+    assert found == {"helpers.flops": ("param_count",), "helpers.memory": ("weight_bytes",),
+                     "helpers.roofline": ("gemm_knee",)}  # fmt: skip
+
+
+def load(module: stubs.Module, name: str) -> types.ModuleType:
+    loaded = types.ModuleType(name)
+    exec(compile(module.source, module.origin, "exec"), loaded.__dict__)  # noqa: S102
+    return loaded
+
+
+def test_a_stub_refuses_any_call_and_the_rest_of_the_module_works():
+    (stubbed,) = stubs.stubbed({"helpers.memory": ("weight_bytes",)}).values()
+    copy = load(stubbed, "memory_stubbed")
+    cfg = __import__("helpers.models", fromlist=["get"]).get("Qwen2.5-0.5B")
+    for args in ((cfg, "bf16"), (), ("anything", 1, 2)):
+        with pytest.raises(RuntimeError, match="^calling helpers.memory.weight_bytes is not "
+                                               "an answer: write it yourself$"):  # fmt: skip
+            copy.weight_bytes(*args)
+    assert copy.kv_bytes_per_token(cfg, "bf16") == memory.kv_bytes_per_token(cfg, "bf16")
+    assert "param_count(cfg)" not in stubbed.source.split("def weight_bytes", 1)[1][:200]
+
+
+def test_a_definition_that_is_not_in_the_source_is_named():
+    with pytest.raises(LookupError, match="helpers.memory.nowhere: no such definition"):
+        stubs.stubbed({"helpers.memory": ("nowhere",)})
+
+
+def test_the_library_holds_every_module_of_the_package():
+    names = set(stubs.library())
+    assert {"helpers", "helpers.memory", "helpers.serving", "helpers.serving.engine",
+            "helpers.widgets"} <= names  # fmt: skip
+    assert stubs.library()["helpers.serving"].package
+    assert not stubs.library()["helpers.memory"].package
