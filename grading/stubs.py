@@ -21,11 +21,8 @@ from __future__ import annotations
 import ast
 import base64
 import functools
-import importlib
-import inspect
 import marshal
 import threading
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,28 +71,21 @@ def library() -> dict[str, Module]:
 
 
 def targets(setup: str, references: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    with _AST:
-        return _targets(setup, references)
-
-
-def _targets(setup: str, references: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """module -> qualified names of the functions to stub: each dotted name the tests call
     (``memory.weight_bytes``) that the setup cell's imports bind to a helpers function,
-    found where it is defined. Checkers, lookups of a named config (``models.get``) and
-    anything else stay real."""
-    bound = _imports(setup)
-    found: dict[str, set[str]] = {}
-    for dotted in references:
-        head, *rest = str(dotted).split(".")
-        value = bound.get(head)
-        for part in rest:
-            value = getattr(value, part, None)
-        if not isinstance(value, types.FunctionType) or _lookup(value):
-            continue
-        module, name = getattr(value, "__module__", "") or "", value.__qualname__
-        if (module.startswith(PACKAGE + ".") and module not in NEVER_STUBBED
-                and "<locals>" not in name and module in library()):  # fmt: skip
-            found.setdefault(module, set()).add(name)
+    found where it is defined (through re-exports such as ``helpers.serving``). Checkers,
+    lookups of a named config (``models.get``) and anything else stay real. Read from the
+    library's sources: nothing is imported here (the grader never loads torch for this)."""
+    with _AST:
+        bound = _imports(setup)
+        found: dict[str, set[str]] = {}
+        for dotted in references:
+            head, *rest = str(dotted).split(".")
+            where = bound.get(head)
+            for part in rest:
+                where = _member(where, part) if where else None
+            if where and where[0] == "function" and where[1] not in NEVER_STUBBED:
+                found.setdefault(where[1], set()).add(where[2])
     return {module: tuple(sorted(names)) for module, names in sorted(found.items())}
 
 
@@ -140,50 +130,99 @@ def _find(node: ast.AST, path: list[str]) -> ast.FunctionDef | ast.AsyncFunction
     return None
 
 
-def _imports(setup: str) -> dict[str, object]:
+def _imports(setup: str) -> dict[str, tuple]:
     """The names the setup cell's ``import`` statements bind to helpers modules and their
-    members, imported here (the grader's own copy of the library)."""
+    members: ``("module", name)``, or what :func:`_member` finds."""
     try:
         tree = ast.parse(setup)
     except SyntaxError:
         return {}
-    bound: dict[str, object] = {}
+    bound: dict[str, tuple] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if _ours(alias.name):  # `import helpers.memory` binds `helpers`
-                    module = _module(alias.name)
-                    top = alias.name.split(".")[0]
-                    bound[alias.asname or top] = module if alias.asname else _module(top)
-        elif isinstance(node, ast.ImportFrom) and not node.level and _ours(node.module or ""):
-            module = _module(node.module)
+                if _ours(alias.name) and alias.name in library():
+                    # `import helpers.memory` binds `helpers`; `... as m` binds the module
+                    name = alias.name if alias.asname else PACKAGE
+                    bound[alias.asname or PACKAGE] = ("module", name)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module in library():
             for alias in node.names:
-                value = getattr(module, alias.name, None)
-                if value is None:
-                    value = _module(f"{node.module}.{alias.name}")
-                bound[alias.asname or alias.name] = value
-    return {name: value for name, value in bound.items() if value is not None}
+                member = _member(("module", node.module), alias.name)
+                if member:
+                    bound[alias.asname or alias.name] = member
+    return bound
+
+
+def _member(where: tuple, name: str) -> tuple | None:
+    """What ``name`` is in ``where`` (a module, or a class of one): a submodule
+    ``("module", m)``, a class ``("class", m, qualname)``, a function ``("function", m,
+    qualname)``, or None (anything else, a lookup ``get(name: str) -> Config`` included).
+    Follows ``from ... import`` re-exports and plain aliases (``x = y``)."""
+    kind, module = where[0], where[1]
+    if kind == "module" and f"{module}.{name}" in library():
+        return ("module", f"{module}.{name}")
+    if kind not in ("module", "class") or module not in library():
+        return None
+    tree = _tree(module)
+    body = tree.body
+    prefix = ""
+    if kind == "class":
+        cls = _find_class(tree, where[2])
+        if cls is None:
+            return None
+        body, prefix = cls.body, where[2] + "."
+    for node in reversed(body):  # the last binding wins, as when the module runs
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return None if _lookup(node) else ("function", module, prefix + name)
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return ("class", module, prefix + name)
+        if kind == "module" and isinstance(node, ast.ImportFrom):
+            source = _absolute(module, node)
+            for alias in node.names:
+                if (alias.asname or alias.name) == name and source in library():
+                    return _member(("module", source), alias.name)
+        if kind == "module" and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return _member(where, node.value.id) if node.value.id != name else None
+    return None
+
+
+@functools.cache
+def _tree(module: str) -> ast.Module:
+    real = library()[module]
+    return ast.parse(real.source, real.origin)
+
+
+def _find_class(tree: ast.AST, qualname: str) -> ast.ClassDef | None:
+    node = tree
+    for part in qualname.split("."):
+        node = next((c for c in getattr(node, "body", [])
+                     if isinstance(c, ast.ClassDef) and c.name == part), None)  # fmt: skip
+        if node is None:
+            return None
+    return node
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in ``module`` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not library()[module].package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _ours(name: str) -> bool:
     return name == PACKAGE or name.startswith(PACKAGE + ".")
 
 
-def _module(name: str) -> types.ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-def _lookup(function: types.FunctionType) -> bool:
+def _lookup(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """``get(name: str) -> SomeConfig``: finds the tests' inputs by name, answers nothing."""
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return False
-    params = list(signature.parameters.values())
-    returns = signature.return_annotation
-    return (bool(params) and params[0].annotation in (str, "str")
-            and isinstance(returns, (type, str)) and returns not in (str, "str")
-            and function.__name__ == "get")  # fmt: skip
+    args = function.args.posonlyargs + function.args.args
+    first = args[0].annotation if args else None
+    returns = function.returns
+    text = ast.unparse(returns).strip("'\"") if returns is not None else ""
+    return (function.name == "get" and first is not None
+            and ast.unparse(first).strip("'\"") == "str" and text not in ("", "str"))

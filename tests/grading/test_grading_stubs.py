@@ -6,8 +6,9 @@ from __future__ import annotations
 import types
 
 import pytest
+from test_grading_delegation import helpers_references
 
-from grading import stubs
+from grading import build, course, stubs
 from helpers import memory
 
 SETUP = ("from helpers import memory, models\nimport helpers.roofline as rl\n"
@@ -51,3 +52,14 @@ def test_the_library_holds_every_module_of_the_package():
             "helpers.widgets"} <= names  # fmt: skip
     assert stubs.library()["helpers.serving"].package
     assert not stubs.library()["helpers.memory"].package
+
+
+@pytest.mark.parametrize("chapter", build.chapters())
+def test_every_chapter_stubs_what_running_its_setup_finds(chapter):
+    """The sources read statically name the same functions as the setup cell run for real
+    and each reference looked up in its namespace (the delegation tests' oracle)."""
+    assignment = course.load(chapter, build.SOURCE)
+    for exercise in assignment.exercises:
+        found = stubs.targets(assignment.setup, exercise.references)
+        named = sorted(f"{m}.{q}" for m, names in found.items() for q in names)
+        assert named == sorted(helpers_references(assignment, exercise)), exercise.test_id
