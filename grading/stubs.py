@@ -104,8 +104,8 @@ def _rewrite(module: str, names: tuple[str, ...]) -> Module:
     real = library()[module]
     tree = ast.parse(real.source, real.origin)
     for qualname in names:
-        function = _find(tree, qualname.split("."))
-        if function is None:
+        function = _definition(tree, qualname)
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             raise LookupError(f"{module}.{qualname}: no such definition in {real.origin}")
         message = f"calling {module}.{qualname} {NOT_AN_ANSWER}"
         # any call is refused, whatever its arguments (not a TypeError for a bad one)
@@ -118,16 +118,16 @@ def _rewrite(module: str, names: tuple[str, ...]) -> Module:
     return Module(real.origin, real.package, source)
 
 
-def _find(node: ast.AST, path: list[str]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The definition ``a.b.c`` among the top-level (then nested) classes and functions."""
-    for child in getattr(node, "body", []):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
-            child.name == path[0]
-        ):
-            if len(path) == 1:
-                return None if isinstance(child, ast.ClassDef) else child
-            return _find(child, path[1:])
-    return None
+def _definition(tree: ast.Module, qualname: str) -> ast.AST | None:
+    """The class or function ``a.b.c`` of a module: top level, then nested."""
+    node: ast.AST | None = tree
+    for part in qualname.split("."):
+        node = next((c for c in getattr(node, "body", [])
+                     if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and c.name == part), None)  # fmt: skip
+        if node is None:
+            return None
+    return node
 
 
 def _imports(setup: str) -> dict[str, tuple]:
@@ -141,7 +141,7 @@ def _imports(setup: str) -> dict[str, tuple]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if _ours(alias.name) and alias.name in library():
+                if alias.name in library():
                     # `import helpers.memory` binds `helpers`; `... as m` binds the module
                     name = alias.name if alias.asname else PACKAGE
                     bound[alias.asname or PACKAGE] = ("module", name)
@@ -167,8 +167,8 @@ def _member(where: tuple, name: str) -> tuple | None:
     body = tree.body
     prefix = ""
     if kind == "class":
-        cls = _find_class(tree, where[2])
-        if cls is None:
+        cls = _definition(tree, where[2])
+        if not isinstance(cls, ast.ClassDef):
             return None
         body, prefix = cls.body, where[2] + "."
     for node in reversed(body):  # the last binding wins, as when the module runs
@@ -193,16 +193,6 @@ def _tree(module: str) -> ast.Module:
     return ast.parse(real.source, real.origin)
 
 
-def _find_class(tree: ast.AST, qualname: str) -> ast.ClassDef | None:
-    node = tree
-    for part in qualname.split("."):
-        node = next((c for c in getattr(node, "body", [])
-                     if isinstance(c, ast.ClassDef) and c.name == part), None)  # fmt: skip
-        if node is None:
-            return None
-    return node
-
-
 def _absolute(module: str, node: ast.ImportFrom) -> str:
     """The module a ``from ... import`` in ``module`` reads from."""
     if not node.level:
@@ -212,10 +202,6 @@ def _absolute(module: str, node: ast.ImportFrom) -> str:
         base = base[:-1]
     base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
-
-
-def _ours(name: str) -> bool:
-    return name == PACKAGE or name.startswith(PACKAGE + ".")
 
 
 def _lookup(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
