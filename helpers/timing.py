@@ -479,10 +479,11 @@ def time_callable(
     ``MIN_BLOCK_S``, so the clock's cost is negligible, with the standard library's
     ``timeit.Timer`` (the loop ``torch.utils.benchmark.Timer`` runs inside), torch's current
     thread count (all cores in this book; Timer's default is one) and a clock that
-    synchronizes the device before each reading. The block size is settled when two blocks in
-    a row last ``MIN_BLOCK_S`` (single calls too: one call stalled by a busy host past
-    ``MIN_BLOCK_S`` would otherwise settle blocks of one fast call), so one stalled block
-    cannot shrink every block. Blocks are then added with ``adaptive_autorange``'s rule: at least
+    synchronizes the device before each reading. Blocks grow until one lasts ``MIN_BLOCK_S``;
+    once ``MIN_SAMPLES`` are in, a median block under half of ``MIN_BLOCK_S`` means the blocks
+    that passed were stalls of a busy host, so the size grows again and the samples restart:
+    no few stalled blocks, however they fall, can settle blocks that are too short. Blocks
+    are added with ``adaptive_autorange``'s rule: at least
     ``MIN_SAMPLES`` blocks and ``min_run_time`` seconds, then more until IQR/median <
     ``threshold`` or ``max_run_time`` seconds have passed. Two things torch's Timer does are
     left out: ``adaptive_autorange`` grows a block until the clock costs at most 0.01% of it
@@ -530,20 +531,22 @@ def time_callable(
         return clock.timeit(number) / number
 
     number, samples = 1, []
-    while len(samples) < 2:  # settle the block size: two blocks in a row last MIN_BLOCK_S
-        per_call = block(number)
-        if per_call * number >= MIN_BLOCK_S:
-            samples.append(per_call)  # a block that passed is a sample like any other
-        else:
-            samples = []
-            number = max(2 * number, math.ceil(MIN_BLOCK_S / max(per_call, 1e-9)))
     while True:
-        spent = sum(samples) * number
-        if len(samples) >= MIN_SAMPLES and spent >= min_run_time:
+        if len(samples) >= MIN_SAMPLES:
             median, iqr = median_and_iqr(samples)
-            if iqr < threshold * median or spent >= max_run_time:
+            if median * number < MIN_BLOCK_S / 2:
+                # Most blocks were short: the ones that passed the size check were stalls.
+                number = max(2 * number, math.ceil(MIN_BLOCK_S / max(median, 1e-9)))
+                samples = []
+                continue
+            spent = sum(samples) * number
+            if spent >= min_run_time and (iqr < threshold * median or spent >= max_run_time):
                 break
-        samples.append(block(number))
+        per_call = block(number)
+        if not samples and per_call * number < MIN_BLOCK_S:  # still sizing the blocks
+            number = max(2 * number, math.ceil(MIN_BLOCK_S / max(per_call, 1e-9)))
+            continue
+        samples.append(per_call)  # the block that passed the size check is a sample too
     return Timing.from_samples(samples, device=device, threads=threads, calls_per_sample=number)
 
 

@@ -274,6 +274,23 @@ def test_one_stalled_first_call_does_not_settle_blocks_of_one():
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
 
 
+def test_two_stalled_first_calls_do_not_settle_blocks_of_one():
+    """What failed CI on a loaded host: the first call stalled past MIN_BLOCK_S as well as
+    the second, so two blocks of one call in a row passed the size check."""
+    calls = itertools.count()
+
+    def stalled_twice(x):
+        if next(calls) < 2:
+            _busy(2 * timing.MIN_BLOCK_S)
+        return torch.neg(x)
+
+    x = torch.randn(8)
+    t = timing.time_callable(stalled_twice, [(x,)], warmup=0, min_run_time=0.02,
+                             max_run_time=0.1)  # fmt: skip
+    assert t.calls_per_sample > 1
+    assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
+
+
 def test_a_slow_call_is_timed_once_per_sample():
     calls = itertools.count()
 
