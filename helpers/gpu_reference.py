@@ -56,10 +56,11 @@ max(10 t, min_run_time) · (1 + 63 µs / t) of wall time:
   ~137 GB free, 6.9 MB each: 12 KiB of KV a token and two rows of logits; at the cap 112 GB of
   KV read per step, ~26 ms at 4.3 TB/s, plus 2N·B = 18 TFLOP, ~23 ms), each timed for
   0.05-0.2 s (at least 11 calls) after its cache is filled;
-- fidelity ≈ 30 s: ``helpers.serving.fidelity`` profiles ~40 step shapes of Qwen2.5-0.5B, then
-  serves three 150-request Poisson traces and a burst in real time (~3,600 output tokens
-  each; at ~1,600 tokens/s of capacity, 16 sequences of ~10 ms eager steps, the 30% trace
-  lasts ~7.5 s);
+- fidelity ≈ 35 s: ``helpers.serving.fidelity`` profiles ~40 step shapes of Qwen2.5-0.5B,
+  serves a burst, then at each of three loads a 50-request calibration trace and a
+  300-request Poisson trace in real time (~7,200 output tokens a trace; at ~1,600 tokens/s of
+  capacity, 16 sequences of ~10 ms eager steps, the 30% trace lasts ~15 s, the 60% ~7.5 s,
+  the 90% ~5 s, the calibrations ~4.5 s in all);
 - notebooks ≈ 130 s: chapter 5 ~45 s (its quick sweep is the one above at a tenth of the
   min_run_time, ~15 s, and its pairs), chapters 4, 6, 7 ~25-30 s each, a kernel start each.
 
@@ -122,7 +123,7 @@ STEPS = (
     Step("sweep", "05_matmuls", 185, 240),
     Step("latency", "06_ttft_tpot", 35, 60),
     Step("batching", "07_batching", 25, 45),
-    Step("fidelity", None, 30, 60),
+    Step("fidelity", None, 35, 60),
     Step("notebook 04_timing", "04_timing", 25, 45),
     Step("notebook 05_matmuls", "05_matmuls", 45, 75),
     Step("notebook 06_ttft_tpot", "06_ttft_tpot", 30, 50),

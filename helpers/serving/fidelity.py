@@ -4,12 +4,12 @@ As Vidur (Agrawal et al., MLSys 2024) and LLMServingSim validate their simulator
 vLLM, this checks ``simulate`` against ``real.serve_real`` on this machine: profile the
 chapter 6 decoder's ragged steps briefly (``decoder.profile_step_times``), measure the real
 engine's capacity on a burst, fit a step-time model to the profiled steps and the burst's own
-(``steps.FittedSteps``), run it
-on Poisson traces at about 30%, 60% and 90% of that capacity, simulate the very same traces
-with the fitted model, and compare p50/p90 TTFT, p50/p90 TPOT and throughput. The same
-scheduler code chooses every step on both sides, so what differs is only time: the fitted
-model's error and what the machine does meanwhile (other processes, the Python between
-steps).
+(``steps.FittedSteps``); then at about 30%, 60% and 90% of that capacity, refit it with a
+short calibration run's steps at that load, run the engine on a Poisson trace (another
+draw), simulate the very same trace with the refitted model, and compare p50/p90 TTFT,
+p50/p90 TPOT and throughput. The same scheduler code chooses every step on both sides, so
+what differs is only time: the fitted model's error and what the machine does meanwhile
+(other processes, the Python between steps).
 """
 
 from __future__ import annotations
@@ -131,28 +131,46 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
     serve_real(work.trace(1e6, seed + 99, 16), model, memory, **policy)  # warm the engine
     burst = serve_real(work.trace(1e6, seed + 1, 4 * work.max_batch), model, memory, **policy)
     capacity = len(burst.arrival) / burst.makespan
-    # The engine's own time between forwards (scheduling, inputs, tokens) is a real cost of
-    # every step that the forward's profile does not see: measured on the burst, added to
-    # the fitted model's fixed cost (Vidur models the CPU overhead of a step the same way).
-    overhead = float(np.median(burst.extra["overhead_seconds"]))
-    # The fit sees the profiled shapes and the burst's own forwards (the engine's block
-    # tables, its cache's size and layout, which a profile in isolation does not have); the
-    # traces compared below are other draws, so the check is not on the data it was fitted to.
-    own = list(zip(burst.extra["steps"], burst.extra["step_seconds"], strict=True))
-    fitted = FittedSteps.fit(profiled + own).with_step_cost(overhead)
+    # The fit sees the profiled shapes and the engine's own forwards (its block tables, its
+    # cache's size and layout, which a profile in isolation does not have).
+    fitted = FittedSteps.fit(profiled + _own_steps(burst))
     fit_error = max(abs(fitted(step) / seconds - 1) for step, seconds in profiled)
-    rows = {}
+    rows, overheads, stalls = {}, {}, {}
     for k, share in enumerate(loads):
+        # Just before each compared run, a short calibration run at the same load, on
+        # another draw: its forwards join the fit (the small, mixed batches of that load as
+        # the engine runs them), and its median time between forwards (arrivals, scheduling,
+        # inputs, tokens: it grows with the batch) is added to every step (Vidur models a
+        # step's CPU overhead so). Refitting per load also follows a shared CPU's speed,
+        # which drifts by several percent within a minute.
+        calibration = serve_real(work.trace(share * capacity, seed + 20 + k,
+                                            max(work.requests // 6, 2 * work.max_batch)),
+                                 model, memory, **policy)  # fmt: skip
+        overheads[share] = float(np.median(calibration.extra["overhead_seconds"]))
+        model_k = FittedSteps.fit(profiled + _own_steps(burst) + _own_steps(calibration))
+        model_k = model_k.with_step_cost(overheads[share])
+        # The fit follows a typical step; a shared machine also stalls now and then
+        # (interrupts, other processes), and TPOT and throughput are means, so the model is
+        # scaled to the calibration run's total time: its mean step, stalls included.
+        spent = float(np.sum(calibration.extra["step_seconds"])
+                      + np.sum(calibration.extra["overhead_seconds"]))  # fmt: skip
+        stalls[share] = spent / sum(model_k(step) for step in calibration.extra["steps"])
+        model_k = model_k.scaled(stalls[share])
         trace = work.trace(share * capacity, seed + 10 + k)
         real = serve_real(trace, model, memory, **policy)
-        sim = simulate(trace, fitted, memory, **policy)
+        sim = simulate(trace, model_k, memory, **policy)
         rows[share] = (figures(real), figures(sim), real.steps, sim.steps)
     return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
             "fitted": fitted,
-            "overhead": overhead,
+            "overheads": overheads, "stalls": stalls,
             "model": model.cfg.name, "device": str(next(model.parameters()).device),
             "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
             "seconds": time.perf_counter() - begin}  # fmt: skip
+
+
+def _own_steps(result: Result) -> list[tuple[Step, float]]:
+    """(Step, forward seconds) of every step a ``serve_real`` run took."""
+    return list(zip(result.extra["steps"], result.extra["step_seconds"], strict=True))
 
 
 def _threads() -> int:
@@ -169,10 +187,12 @@ def report(run: dict) -> str:
              f"chunked prefill, batch <= {w.max_batch}, budget {w.token_budget}; prompts ~"
              f"{w.prompt_mean}, outputs ~{w.output_mean} tokens (geometric); {w.requests} "
              "requests a load",
-             f"step-time fit (profile and the burst's steps): worst error "
-             f"{run['fit_error']:.1%} on the profiled shapes; "
-             f"measured capacity {run['capacity']:.1f} requests/s; engine overhead "
-             f"{run['overhead'] * 1e3:.2f} ms a step (added to the fit)",
+             f"step-time fit (profile and burst steps): worst error {run['fit_error']:.1%} "
+             f"on the profiled shapes; measured capacity {run['capacity']:.1f} requests/s; "
+             "refitted per load with a calibration run's steps, engine overhead "
+             + ", ".join(f"{o * 1e3:.2f} ms" for o in run["overheads"].values())
+             + " a step (added to the fit), time scaled for stalls by "
+             + ", ".join(f"{f:.3f}" for f in run["stalls"].values()),
              f"{'load':>5} {'figure':<11}{'measured':>11}{'simulated':>11}{'sim/real':>9}"]
     worst = 0.0
     for share, (real, sim, real_steps, sim_steps) in run["rows"].items():

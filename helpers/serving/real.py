@@ -70,7 +70,8 @@ def serve_real(
     begin = time.perf_counter()
     overheads: list[float] = []  # per step: the engine's own time around the forward
     while sch.done < n:
-        now = time.perf_counter() - begin
+        iteration = time.perf_counter()  # the engine's own time counts from here: arrivals too
+        now = iteration - begin
         while ptr < n and trace[order[ptr]].arrival <= now:
             sch.arrive(order[ptr])
             ptr += 1
@@ -80,7 +81,6 @@ def serve_real(
                 raise RuntimeError("the engine is idle with requests left: a scheduler bug")
             time.sleep(max(0.0, trace[order[ptr]].arrival - now))
             continue
-        iteration = time.perf_counter()
         sch.grow()
         step = sch.step(scheduled)
         entries, emitters = [], []

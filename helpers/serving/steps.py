@@ -312,6 +312,12 @@ class FittedSteps:
         extra[FEATURES.index("step")] = seconds
         return FittedSteps(self.coefficients + extra, self.knots)
 
+    def scaled(self, factor: float) -> FittedSteps:
+        """The same model with every step ``factor`` times as long."""
+        if not factor > 0:
+            raise ValueError(f"factor must be positive, got {factor!r}")
+        return FittedSteps(self.coefficients * factor, self.knots)
+
     def __call__(self, step: Step) -> float:
         return float(self.coefficients @ step_features(step.prefill, step.decode,
                                                        step.decode_context, step.heads,

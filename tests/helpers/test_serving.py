@@ -620,6 +620,10 @@ def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
     run = fitted.decode_run(6, 600, 5)
     assert run == pytest.approx([fitted(Step((), 6, 600 + 6 * k, 6)) for k in range(5)])
     assert fitted.with_step_cost(1e-3)(shapes[0]) == pytest.approx(fitted(shapes[0]) + 1e-3)
+    slower = fitted.with_step_cost(1e-3).scaled(1.05)
+    assert [slower(s) for s in shapes] == pytest.approx([1.05 * (fitted(s) + 1e-3) for s in shapes])
+    with pytest.raises(ValueError, match="factor must be positive"):
+        fitted.scaled(0.0)
     with pytest.raises(ValueError, match="measured steps"):
         serving.steps.FittedSteps.fit([(shapes[0], 1.0)])
     with pytest.raises(ValueError, match="non-negative coefficients"):
