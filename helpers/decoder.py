@@ -36,8 +36,8 @@ from helpers import timing
 from helpers.models import ModelConfig, RopeScaling
 
 __all__ = ["Decoder", "KVCache", "PagedEntry", "PagedEntryError", "PagedKVCache", "StepShape",
-           "StepTiming", "left_pad", "profile_step_times", "random_decoder", "rope_frequencies",
-           "rotate"]
+           "StepTiming", "left_pad", "padded_prefill", "profile_step_times", "random_decoder",
+           "rope_frequencies", "rotate"]
 
 
 def rope_frequencies(
@@ -659,6 +659,31 @@ def _visible(
     return visible
 
 
+def _positions(query_slots: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor:
+    """RoPE positions of the new tokens: their slots, less each row's left padding (a
+    prompt's first real token is at 0); padding slots at 0."""
+    if pad is None:
+        return query_slots
+    return (query_slots[None] - pad[:, None]).clamp(min=0)
+
+
+def padded_prefill(lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention mask and RoPE positions of a left-padded prefill (chapter 7): prompts of
+    ``lengths`` (1-D) in a [batch, longest] batch, each ending in the last column
+    (``left_pad``), nothing cached before them. Returns ``mask``, bool [batch, 1, longest,
+    longest], True where query slot i may attend to key slot j (a real token: the real
+    tokens up to itself; a padding slot: itself only, since a row with no visible key gives
+    NaN, which reaches the real tokens at the next layer as 0 × NaN), and ``positions``,
+    long [batch, longest]. What ``Decoder.forward(ids, lengths=…)`` uses."""
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or not len(lengths) or bool((lengths < 1).any()):
+        raise ValueError(f"lengths must be a 1-D tensor of prompt lengths >= 1, got {lengths}")
+    longest = int(lengths.max())
+    slots = torch.arange(longest, device=lengths.device)
+    pad = longest - lengths
+    return _visible(slots, slots, pad, None), _positions(slots, pad)
+
+
 class Decoder(nn.Module):
     """The whole decoder. ``forward(ids, cache)`` returns (logits, updated cache)."""
 
@@ -737,7 +762,7 @@ class Decoder(nn.Module):
         query_slots = torch.arange(start, start + new, device=device)
         key_slots = torch.arange(first_key, start + new, device=device)
         mask = _visible(query_slots, key_slots, pad, window)
-        positions = query_slots if pad is None else (query_slots[None] - pad[:, None]).clamp(min=0)
+        positions = _positions(query_slots, pad)
         if pad is not None:
             positions = positions[:, None]  # [batch, 1 (heads), new]
         x = self.embed(ids)

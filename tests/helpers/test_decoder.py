@@ -44,3 +44,41 @@ def test_setup_seeds_and_device(monkeypatch):
     monkeypatch.setenv("TEXTBOOK_DEVICE", "tpu")
     with pytest.raises(ValueError, match="TEXTBOOK_DEVICE='tpu' is not one of"):
         pick_device()
+
+
+def _two_attention_layers(q, k, v, mask, positions):
+    """Two rounds of RoPE'd causal attention, the second on the first's output: padding
+    that broke the first round shows in the real rows of the second (0 × NaN)."""
+    import torch.nn.functional as F
+
+    from helpers.decoder import rotate
+
+    x = v
+    for _ in range(2):
+        x = F.scaled_dot_product_attention(rotate(q, positions), rotate(k, positions), x,
+                                           attn_mask=mask)  # fmt: skip
+    return x
+
+
+def test_padded_prefill_gives_each_prompt_what_it_gets_alone():
+    from helpers.decoder import padded_prefill
+
+    torch.manual_seed(0)
+    lengths = torch.tensor([5, 1, 3, 5])
+    longest, dim = 5, 8
+    q, k, v = (torch.randn(4, 1, longest, dim) for _ in range(3))
+    mask, positions = padded_prefill(lengths)
+    assert mask.shape == (4, 1, longest, longest) and mask.dtype == torch.bool
+    assert positions.shape == (4, longest) and positions.dtype == torch.long
+    out = _two_attention_layers(q, k, v, mask, positions[:, None])
+    assert not out.isnan().any()
+    for row, n in enumerate(lengths.tolist()):
+        real = slice(longest - n, longest)
+        alone = _two_attention_layers(q[row:row + 1, :, real], k[row:row + 1, :, real],
+                                      v[row:row + 1, :, real], None if n == 1 else
+                                      torch.ones(n, n, dtype=torch.bool).tril(),
+                                      torch.arange(n))  # fmt: skip
+        torch.testing.assert_close(out[row:row + 1, :, real], alone)
+    for bad in (torch.tensor([2, 0]), torch.tensor([[2, 3]]), torch.tensor([], dtype=torch.long)):
+        with pytest.raises(ValueError, match="lengths must be"):
+            padded_prefill(bad)

@@ -97,28 +97,30 @@ def _step(**wrong):
     return _STEP.format(**(_STEP_RIGHT | wrong))
 
 
-_FOOTPRINT = '''
-def kv_footprint(requests, block_size, max_seq_len):
-    tokens = paged = reserved = 0
-    for prompt, output in requests:
-        cached = {cached}
-        tokens += cached
-        paged += {paged}
-        reserved += {reserve}
-    return {{"tokens": tokens, "paged_slots": paged, "reserved_slots": reserved,
-            "paged_share": {share}, "reserved_share": tokens / reserved}}
+_PREFILL = '''
+def padded_prefill(lengths):
+    longest = int(lengths.max())
+    slot = torch.arange(longest)
+    pad = {pad}
+    real = {real}
+    causal = {causal}
+    itself = torch.eye(longest, dtype=torch.bool)
+    mask = {mask}
+    positions = {positions}
+    return mask[:, None], positions
 '''
 
-_FOOTPRINT_RIGHT = {
-    "cached": "prompt + output - 1",
-    "paged": "(cached + block_size - 1) // block_size * block_size",
-    "reserve": "max_seq_len",
-    "share": "tokens / paged",
+_PREFILL_RIGHT = {
+    "pad": "(longest - lengths)[:, None]",
+    "real": "slot[None, :] >= pad",
+    "causal": "slot[None, :] <= slot[:, None]",
+    "mask": "(causal[None] & real[:, None, :]) | itself[None]",
+    "positions": "torch.where(real, slot[None, :] - pad, 0)",
 }
 
 
-def _footprint(**wrong):
-    return _FOOTPRINT.format(**(_FOOTPRINT_RIGHT | wrong))
+def _prefill(**wrong):
+    return _PREFILL.format(**(_PREFILL_RIGHT | wrong))
 
 
 MUTANTS = {
@@ -174,18 +176,26 @@ def schedule_step(running, waiting, free_blocks, max_batch, block_size=16):
             "prefill": [w for w, _ in waiting[:1]], "free_blocks": 3}
 ''',
     },
-    "ch07_kv_footprint": {
-        "floor instead of ceil for the blocks": _footprint(
-            paged="max(1, cached // block_size) * block_size"),
-        "counts the final token as cached": _footprint(cached="prompt + output"),
-        "reserves prompt + output, not the maximum": _footprint(reserve="prompt + output"),
-        "blocks, not slots": _footprint(
-            paged="(cached + block_size - 1) // block_size", share="tokens / paged / block_size"),
-        "share inverted (slots over tokens)": _footprint(share="paged / tokens"),
+    "ch07_padded_prefill": {
+        "positions count from column 0, padding included": _prefill(
+            positions="slot[None, :].repeat(len(lengths), 1)"),
+        "not causal: only the padding is masked": _prefill(
+            causal="torch.ones(longest, longest, dtype=torch.bool)"),
+        "a padding slot sees no key (NaN at the next layer)": _prefill(
+            mask="causal[None] & real[:, None, :]"),
+        "padding keys visible: causal only": _prefill(
+            mask="causal[None].repeat(len(lengths), 1, 1)"),
+        "right-padded: the prompt in the first columns": _prefill(
+            real="slot[None, :] < lengths[:, None]",
+            positions="torch.where(real, slot[None, :], 0)"),
+        "one padding slot too few": _prefill(pad="(longest - lengths - 1).clamp(min=0)[:, None]"),
+        "keys after the query (the causal mask transposed)": _prefill(
+            causal="slot[None, :] >= slot[:, None]"),
         "hard-codes the visible answers": '''
-def kv_footprint(requests, block_size, max_seq_len):
-    return {"tokens": 207, "paged_slots": 208, "reserved_slots": 6144,
-            "paged_share": 207 / 208, "reserved_share": 207 / 6144}
+def padded_prefill(lengths):
+    mask = torch.tensor([[[1, 0, 0], [1, 1, 0], [1, 1, 1]], [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+                         [[1, 0, 0], [0, 1, 0], [0, 1, 1]]], dtype=torch.bool)[:, None]
+    return mask, torch.tensor([[0, 1, 2], [0, 0, 0], [0, 0, 1]])
 ''',
     },
 }
