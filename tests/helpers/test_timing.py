@@ -257,35 +257,20 @@ def test_one_stalled_block_does_not_settle_the_block_size():
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
 
 
-def test_one_stalled_first_call_does_not_settle_blocks_of_one():
-    """A busy host can stall the very first call past MIN_BLOCK_S (seen in CI): that alone
-    must not settle blocks of a single fast call."""
+@pytest.mark.parametrize("stalled", [1, 2])
+def test_stalled_first_calls_do_not_settle_blocks_of_one(stalled):
+    """A busy host can stall the first call past MIN_BLOCK_S (seen in CI), or the first two
+    (what failed CI under the old rule of two passing blocks in a row): that alone must not
+    settle blocks of a single fast call."""
     calls = itertools.count()
 
     def stalled_first(x):
-        if next(calls) == 0:
+        if next(calls) < stalled:
             _busy(2 * timing.MIN_BLOCK_S)
         return torch.neg(x)
 
     x = torch.randn(8)
     t = timing.time_callable(stalled_first, [(x,)], warmup=0, min_run_time=0.02,
-                             max_run_time=0.1)  # fmt: skip
-    assert t.calls_per_sample > 1
-    assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
-
-
-def test_two_stalled_first_calls_do_not_settle_blocks_of_one():
-    """What failed CI on a loaded host: the first call stalled past MIN_BLOCK_S as well as
-    the second, so two blocks of one call in a row passed the size check."""
-    calls = itertools.count()
-
-    def stalled_twice(x):
-        if next(calls) < 2:
-            _busy(2 * timing.MIN_BLOCK_S)
-        return torch.neg(x)
-
-    x = torch.randn(8)
-    t = timing.time_callable(stalled_twice, [(x,)], warmup=0, min_run_time=0.02,
                              max_run_time=0.1)  # fmt: skip
     assert t.calls_per_sample > 1
     assert t.calls_per_sample * t.median_s >= timing.MIN_BLOCK_S / 4
