@@ -9,12 +9,13 @@ These are lower bounds: real kernels reach a fraction of peak (chapter 4 measure
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from helpers._validate import positive_int
 from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
-from helpers.memory import forward_bytes, linear_bytes
+from helpers.memory import dtype_bytes, forward_bytes, linear_bytes
 from helpers.models import ModelConfig
 from helpers.roofline import RooflineTime, decode_split, roofline_time
 
@@ -324,7 +325,7 @@ def full_size_time(
                  / predicted_time(m, *timed, peak, bandwidth, dtype))  # fmt: skip
 
 
-__all__ += ["sweep_summary", "measured_knee"]
+__all__ += ["sweep_summary", "measured_knee", "quantized_knee"]
 
 
 def _check_sweep(step_seconds: Mapping[int, float]) -> list[int]:
@@ -367,6 +368,45 @@ def measured_knee(step_seconds: Mapping[int, float]) -> float:
         raise ValueError("the sweep needs batch 1: the knee is read against it")
     largest = batches[-1]
     return step_seconds[1] * largest / step_seconds[largest]
+
+
+def quantized_knee(
+    step_seconds: Mapping[int, float],
+    n_params: int,
+    bandwidth: float,
+    dtype: str,
+    weight_dtype: str,
+) -> dict[str, float]:
+    """A sweep's knee, and the knee the same model would have with its weights stored in
+    ``weight_dtype`` (weight-only quantization), from the sweep alone (chapter 7).
+
+    ``step_seconds``: decode steps measured with weights in ``dtype``; each step reads
+    ``n_params`` weights (the matmuls' and the LM head's, not the embedding table) at
+    ``bandwidth`` B/s. The flat end is the smallest batch's step; the steep end is the
+    line through the two largest batches (slope s, intercept a: the fixed cost of a step,
+    which does not grow with B); ``knee`` is where they cross, (floor − a)/s. Quantizing the
+    weights shrinks only their read: the floor loses (W(dtype) − W(weight_dtype))/bandwidth,
+    bytes rounded up to whole bytes (int4 packs two weights per byte). The line stays: the
+    same FLOPs in the same precision, the same attention. ``quantized_knee`` is where the
+    lowered floor meets that line; a crossing at or below 0 is 0.0 (compute-bound at every
+    batch). With no fixed costs the knee falls by the byte ratio, W(weight_dtype)/W(dtype).
+    """
+    batches = _check_sweep(step_seconds)
+    if len(batches) < 3:
+        raise ValueError("the sweep needs at least 3 batch sizes: a floor and a line of two")
+    low, (before, last) = batches[0], batches[-2:]
+    slope = (step_seconds[last] - step_seconds[before]) / (last - before)
+    if not slope > 0:
+        raise ValueError("the two largest batches do not grow with B: no compute-bound end")
+    intercept = step_seconds[last] - slope * last
+    floor = step_seconds[low]
+    whole = [math.ceil(n_params * dtype_bytes(d)) for d in (dtype, weight_dtype)]
+    saved = (whole[0] - whole[1]) / bandwidth
+    if not floor - saved > 0:
+        raise ValueError("reading the weights saves more than the smallest step takes: "
+                         "the bandwidth does not fit this sweep")
+    return {"knee": max(0.0, (floor - intercept) / slope),
+            "quantized_knee": max(0.0, (floor - saved - intercept) / slope)}
 
 
 # Chapter 4: a matmul's timing held against the measured roofline.

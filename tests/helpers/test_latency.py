@@ -133,3 +133,64 @@ def test_phase_speedups_on_the_roofline():
     assert short["bandwidth"] > 1.5 and short["flops"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="factor"):
         latency.phase_speedups(QWEN, H100, 64, 64, 1, 0.0)
+
+
+# Chapter 7: the knee of a quantized model, from an unquantized sweep.
+_FIXED_COST_SWEEP = {1: 0.0025, 8: 0.0025, 64: 0.0037, 128: 0.0069}  # 2 ms read + 0.5 ms a step
+
+
+def test_quantized_knee_lowers_only_the_floor():
+    knees = latency.quantized_knee(_FIXED_COST_SWEEP, 10**9, 1e12, "bf16", "int4")
+    assert knees == pytest.approx({"knee": 40.0, "quantized_knee": 10.0})
+    # the floor is all weight read above the fixed cost: the knee falls by the byte ratio
+    int8 = latency.quantized_knee(_FIXED_COST_SWEEP, 10**9, 1e12, "bf16", "int8")
+    assert int8["quantized_knee"] == pytest.approx(20.0)
+    same = latency.quantized_knee(_FIXED_COST_SWEEP, 10**9, 1e12, "bf16", "bf16")
+    assert same["quantized_knee"] == same["knee"]
+
+
+def test_quantized_knee_ignores_a_fixed_cost_and_order():
+    plain = {b: max(0.002, 5e-5 * b) for b in (1, 8, 64, 128)}
+    shifted = {b: plain[b] + 0.001 for b in reversed(list(plain))}
+    assert latency.quantized_knee(shifted, 10**9, 1e12, "bf16", "int4") == pytest.approx(
+        latency.quantized_knee(plain, 10**9, 1e12, "bf16", "int4"))
+
+
+def test_quantized_knee_on_the_roofline_matches_the_quantized_sweep():
+    """Predicted from the bf16 sweep, the int4 knee is the int4 sweep's own (same line)."""
+    cfg, hw = models.get("Llama-3.1-8B"), hardware.get("H100 SXM")
+    read = sum(k * n * (1 if name == "lm_head" else cfg.layers)  # what a step reads
+            for name, (k, n) in cfg.linear_shapes().items())
+
+    def sweep(dtype):
+        return {b: sum(p.seconds for p in roofline.decode_split_weight_only(
+            cfg, hw, b, 512, dtype).values()) for b in (1, 16, 512, 1024)}
+
+    guess = latency.quantized_knee(sweep("bf16"), read, hw.bandwidth, "bf16", "int4")
+    own = latency.quantized_knee(sweep("int4"), read, hw.bandwidth, "int4", "int4")["knee"]
+    assert guess["quantized_knee"] == pytest.approx(own, rel=1e-9)
+    ratio = memory.dtype_bytes("int4") / memory.dtype_bytes("bf16")
+    # batch 1's KV read stays in the floor, so the knee falls by less than the bytes
+    assert ratio < guess["quantized_knee"] / guess["knee"] < 1
+
+
+def test_quantized_knee_rounds_int4_up_and_clamps():
+    sweep = {1: 20.0, 4: 20.0, 40: 24.0, 80: 44.0}  # 7 weights at 1 B/s, 4 s a step
+    assert latency.quantized_knee(sweep, 7, 1.0, "bf16", "int4")["quantized_knee"] == 12.0
+    compute_bound = {1: 0.004, 8: 0.007, 16: 0.011}
+    assert latency.quantized_knee(compute_bound, 10**9, 1e12, "bf16", "int4") == {
+        "knee": pytest.approx(2.0), "quantized_knee": 0.0}
+
+
+@pytest.mark.parametrize("sweep, why", [
+    ({1: 0.01, 2: 0.02}, "at least 3"),
+    ({1: 0.01, 2: 0.02, 4: 0.02}, "do not grow"),
+])
+def test_quantized_knee_rejects_sweeps_without_two_ends(sweep, why):
+    with pytest.raises(ValueError, match=why):
+        latency.quantized_knee(sweep, 10**9, 1e12, "bf16", "int4")
+
+
+def test_quantized_knee_rejects_a_bandwidth_too_low_for_the_sweep():
+    with pytest.raises(ValueError, match="bandwidth"):
+        latency.quantized_knee(_FIXED_COST_SWEEP, 10**9, 1e11, "bf16", "int4")

@@ -30,27 +30,39 @@ def _sweep(**wrong):
     return _SWEEP.format(**(_SWEEP_RIGHT | wrong))
 
 
-_CAP = '''
-def max_batch(cfg, memory_bytes, context, weight_dtype="bf16", reserve_bytes=0):
-    bits = {{"bf16": 16, "fp16": 16, "int8": 8, "fp8": 8, "int4": 4}}[weight_dtype]
-    weights = {weights}
-    kv_per_token = {kv}
-    free = {free}
-    {clamp}
-    return int({count})
+_KNEE = '''
+def quantized_knee(step_seconds, n_params, bandwidth, dtype, weight_dtype):
+    batches = {order}
+    before, last = {ends}
+    slope = {slope}
+    intercept = {intercept}
+    floor = {floor}
+    bits = {{"fp32": 32, "bf16": 16, "fp16": 16, "int8": 8, "fp8": 8, "int4": 4}}
+    stored = [{stored} for d in {pair}]
+    lowered = {lowered}
+
+    def clip(x):
+        return {clip}
+
+    return {{"knee": clip((floor - intercept) / slope), "quantized_knee": clip({quantized})}}
 '''
 
-_CAP_RIGHT = {
-    "weights": "-(-flops.param_count(cfg) * bits // 8)",
-    "kv": "2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2",
-    "free": "memory_bytes - weights - reserve_bytes",
-    "clamp": "if free <= 0:\n        return 0",
-    "count": "free // (kv_per_token * context)",
+_KNEE_RIGHT = {
+    "order": "sorted(step_seconds)",
+    "ends": "batches[-2:]",
+    "slope": "(step_seconds[last] - step_seconds[before]) / (last - before)",
+    "intercept": "step_seconds[last] - slope * last",
+    "floor": "step_seconds[batches[0]]",
+    "stored": "-(-n_params * bits[d] // 8)",
+    "pair": "(dtype, weight_dtype)",
+    "lowered": "floor - (stored[0] - stored[1]) / bandwidth",
+    "clip": "max(0.0, x)",
+    "quantized": "(lowered - intercept) / slope",
 }
 
 
-def _cap(**wrong):
-    return _CAP.format(**(_CAP_RIGHT | wrong))
+def _knee(**wrong):
+    return _KNEE.format(**(_KNEE_RIGHT | wrong))
 
 
 _STEP = '''
@@ -137,22 +149,27 @@ def sweep_summary(step_seconds, tpot_slo):
     return {"tpot": tpot, "throughput": {b: b / t for b, t in tpot.items()}, "best_batch": 32}
 ''',
     },
-    "ch07_max_batch": {
-        "weights not subtracted": _cap(free="memory_bytes - reserve_bytes"),
-        "KV counted with the query heads": _cap(
-            kv="2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * 2"),
-        "no ×2 for K and V": _cap(kv="cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2"),
-        "weights always bf16: the quantization ignored": _cap(
-            weights="2 * flops.param_count(cfg)"),
-        "the reserve ignored": _cap(free="memory_bytes - weights"),
-        "int4's half-filled last byte dropped (floor, not ceiling)": _cap(
-            weights="flops.param_count(cfg) * bits // 8"),
-        "no clamp: a negative batch when the weights do not fit": _cap(clamp="pass"),
-        "KV cache in the weights' dtype too": _cap(
-            kv="2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * bits / 8"),
+    "ch07_quantized_knee": {
+        "the knee on a line through the origin (no fixed cost)": _knee(
+            slope="step_seconds[last] / last", intercept="0.0"),
+        "the line through the smallest and the largest batch": _knee(
+            ends="batches[0], batches[-1]"),
+        "the whole floor shrinks by the byte ratio": _knee(
+            lowered="floor * stored[1] / stored[0]"),
+        "the knee shrinks by the byte ratio": _knee(
+            quantized="(floor - intercept) / slope * stored[1] / stored[0]"),
+        "the compute line speeds up too (as if int4 did fewer FLOPs)": _knee(
+            quantized="(lowered - intercept) / (slope * stored[1] / stored[0])"),
+        "int4's half-filled last byte dropped (no rounding up)": _knee(
+            stored="n_params * bits[d] / 8"),
+        "the sweep's dtype taken as bf16": _knee(pair='("bf16", weight_dtype)'),
+        "the batches in the dict's order, not sorted": _knee(order="list(step_seconds)"),
+        "the floor is the fastest step, not the smallest batch's": _knee(
+            floor="min(step_seconds.values())"),
+        "no clamp: a negative knee when compute-bound everywhere": _knee(clip="x"),
         "hard-codes the visible answers": '''
-def max_batch(cfg, memory_bytes, context, weight_dtype="bf16", reserve_bytes=0):
-    return 76 if weight_dtype == "int4" else 65
+def quantized_knee(step_seconds, n_params, bandwidth, dtype, weight_dtype):
+    return {"knee": 40.0, "quantized_knee": 10.0 if weight_dtype == "int4" else 20.0}
 ''',
     },
     "ch07_schedule_step": {
