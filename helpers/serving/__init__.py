@@ -41,7 +41,13 @@ from helpers.serving.planner import (
     serve_config,
 )
 from helpers.serving.scheduler import schedule_step
-from helpers.serving.spec import random_draft_pair, spec_monte_carlo, spec_tpot
+from helpers.serving.spec import (
+    random_draft_pair,
+    spec_largest_batch,
+    spec_monte_carlo,
+    spec_tpot,
+    verify_costs,
+)
 from helpers.serving.steps import LinearSteps, RooflineSteps, Step, TableSteps
 from helpers.serving.studies import kv_usage_study
 from helpers.serving.trace import Request, check_trace, poisson_trace
@@ -66,6 +72,8 @@ __all__ = [
     "random_draft_pair",
     "spec_monte_carlo",
     "spec_tpot",
+    "spec_largest_batch",
+    "verify_costs",
     "Scenario",
     "ServingConfig",
     "PLAN_BATCHES",

@@ -8,8 +8,10 @@ import math
 import numpy as np
 
 from helpers._validate import non_negative_int, positive_int
+from helpers.flops import param_count
 from helpers.hardware import HardwareSpec
 from helpers.latency import spec_expected_tokens
+from helpers.memory import kv_cache_bytes, weight_bytes
 from helpers.models import ModelConfig
 from helpers.serving.steps import RooflineSteps, Step
 
@@ -103,3 +105,56 @@ def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: 
     verify = RooflineSteps(target, hw, dtype)(
         Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))
     return float((drafting + verify) / spec_expected_tokens(alpha, gamma))
+
+
+# ------------------------------------------------ speculation at large batch (chapter 8)
+
+
+def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
+                 dtype: str = "bf16") -> dict[str, float]:  # fmt: skip
+    """The inputs of ``spec_largest_batch`` for ``cfg`` on ``hw`` at ``context`` cached
+    tokens a sequence (chapter 8): the weights' bytes and the linear layers' FLOPs a token
+    (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
+    (scores and weighted sum, 4 × layers × q heads × head_dim × context), peak and bandwidth."""
+    positive_int(context, "context")
+    return {
+        "weight_bytes": float(weight_bytes(cfg, dtype)),
+        "linear_flops": float(2 * param_count(cfg)),
+        "kv_bytes": float(kv_cache_bytes(cfg, context, dtype=dtype)),
+        "attention_flops": float(4 * cfg.layers * cfg.n_q_heads * cfg.head_dim * context),
+        "peak": float(hw.peak(dtype)),
+        "bandwidth": float(hw.bandwidth),
+    }
+
+
+def spec_largest_batch(costs: dict[str, float], alpha: float, gamma: int, c: float,
+                       max_batch: int) -> int:  # fmt: skip
+    """The largest batch in 1 … ``max_batch`` at which speculative decoding lowers TPOT,
+    0 if none (chapter 8's exercise reference).
+
+    A target pass over ``k`` queries a sequence at batch B takes, on the roofline part by
+    part, max(k·B·linear_flops/peak, weight_bytes/bandwidth) for the linear layers (the
+    weights read once for every query) plus max(k·B·attention_flops/peak,
+    B·kv_bytes/bandwidth) for attention (each sequence's cache read once for its k
+    queries). Plain decode costs the pass at k = 1 a token; speculation costs γ draft steps
+    of ``c`` times that each plus the pass at k = γ + 1, over
+    ``latency.spec_expected_tokens(alpha, gamma)`` tokens. It pays where strictly lower.
+    """
+    non_negative_int(gamma, "gamma")
+    positive_int(max_batch, "max_batch")
+    peak, bandwidth = costs["peak"], costs["bandwidth"]
+
+    def pass_seconds(batch: int, queries: int) -> float:
+        linear = max(queries * batch * costs["linear_flops"] / peak,
+                     costs["weight_bytes"] / bandwidth)  # fmt: skip
+        attention = max(queries * batch * costs["attention_flops"] / peak,
+                        batch * costs["kv_bytes"] / bandwidth)  # fmt: skip
+        return linear + attention
+
+    tokens = spec_expected_tokens(alpha, gamma)
+    best = 0
+    for batch in range(1, max_batch + 1):
+        plain = pass_seconds(batch, 1)
+        if (gamma * c * plain + pass_seconds(batch, gamma + 1)) / tokens < plain:
+            best = batch
+    return best

@@ -82,34 +82,36 @@ def _transfer(**wrong):
     return _TRANSFER.format(**(_TRANSFER_RIGHT | wrong))
 
 
-_VERIFY = '''
-def verify_draft(p, q, draft, u, v):
-    def sample(weights):
-        index = int(np.searchsorted(np.cumsum(weights), v * weights.sum(), side="right"))
-        return min(index, len(weights) - 1)
+_LARGEST = '''
+def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+    def pass_seconds(batch, queries):
+        linear = max(queries * batch * costs["linear_flops"] / costs["peak"],
+                     costs["weight_bytes"] / costs["bandwidth"])
+        attention = max(queries * batch * costs["attention_flops"] / costs["peak"],
+                        {kv_read} * costs["kv_bytes"] / costs["bandwidth"])
+        return {total}
 
-    emitted = []
-    for i, token in enumerate(draft):
-        token = int(token)
-        if {accept}:
-            emitted.append(token)
-            continue
-        emitted.append(sample({residual}))
-        {after_reject}
-    {bonus}
-    return emitted
+    tokens = gamma + 1 if alpha == 1 else {tokens}
+    largest = 0
+    for batch in range(1, max_batch + 1):
+        plain = pass_seconds(batch, 1)
+        if ({draft} + {verify}) / tokens {pays} plain:
+            largest = batch
+    return largest
 '''
 
-_VERIFY_RIGHT = {
-    "accept": "u[i] * q[i][token] < p[i][token]",
-    "residual": "np.maximum(p[i] - q[i], 0.0)",
-    "after_reject": "return emitted",
-    "bonus": "emitted.append(sample(p[len(draft)]))",
+_LARGEST_RIGHT = {
+    "kv_read": "batch",
+    "total": "linear + attention",
+    "tokens": "(1 - alpha ** (gamma + 1)) / (1 - alpha)",
+    "draft": "gamma * c * plain",
+    "verify": "pass_seconds(batch, gamma + 1)",
+    "pays": "<",
 }
 
 
-def _verify(**wrong):
-    return _VERIFY.format(**(_VERIFY_RIGHT | wrong))
+def _largest(**wrong):
+    return _LARGEST.format(**(_LARGEST_RIGHT | wrong))
 
 
 MUTANTS = {
@@ -224,25 +226,41 @@ def kv_transfer_seconds(cfg, prompt_tokens, link, dtype="bf16", prefill_seconds=
     return float(whole + 28 * link["latency"])
 ''',
     },
-    "ch08_verify_draft": {
-        "the ratio inverted: keeps x with probability q/p": _verify(
-            accept="u[i] * p[i][token] < q[i][token]"),
-        "a rejection resamples from p, not the residual": _verify(residual="p[i]"),
-        "the residual is q - p": _verify(residual="np.maximum(q[i] - p[i], 0.0)"),
-        "no bonus token when every draft is kept": _verify(bonus="pass"),
-        "does not stop at the first rejection": _verify(after_reject="continue"),
-        "the first position's distributions for every position": _verify(
-            accept="u[i] * q[0][token] < p[0][token]",
-            residual="np.maximum(p[0] - q[0], 0.0)"),
+    "ch08_spec_largest_batch": {
+        "each query re-reads its sequence's cache": _largest(kv_read="queries * batch"),
+        "one roofline for the whole step, not part by part": _largest(
+            total="max(queries * batch * (costs['linear_flops'] + costs['attention_flops'])"
+                  " / costs['peak'], (costs['weight_bytes'] + batch * costs['kv_bytes'])"
+                  " / costs['bandwidth'])"),
+        "the draft steps cost nothing": _largest(draft="0.0"),
+        "no bonus token: 1 + alpha + ... + alpha^(gamma - 1)": _largest(
+            tokens="(1 - alpha ** gamma) / (1 - alpha)"),
+        "verification priced as one plain step (the batch-1 assumption)": _largest(
+            verify="plain"),
+        "a draft step priced at the verification pass": _largest(
+            draft="gamma * c * pass_seconds(batch, gamma + 1)"),
+        "a tie counts as paying": _largest(pays="<="),
+        "the first batch where it stops paying": '''
+def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+    def pass_seconds(batch, queries):
+        linear = max(queries * batch * costs["linear_flops"] / costs["peak"],
+                     costs["weight_bytes"] / costs["bandwidth"])
+        attention = max(queries * batch * costs["attention_flops"] / costs["peak"],
+                        batch * costs["kv_bytes"] / costs["bandwidth"])
+        return linear + attention
+
+    tokens = gamma + 1 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    for batch in range(1, max_batch + 1):
+        plain = pass_seconds(batch, 1)
+        if (gamma * c * plain + pass_seconds(batch, gamma + 1)) / tokens >= plain:
+            return batch
+    return max_batch
+''',
         "hard-codes the visible answers": '''
-def verify_draft(p, q, draft, u, v):
-    if len(draft) != 2:
-        return [0]
-    if u[0] >= 0.6:
-        return [0]
-    if u[1] >= 0.5:
-        return [1, 1]
-    return [1, 2, 1]
+def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+    if costs["kv_bytes"] == 0:
+        return min(74, max_batch)
+    return 161 if costs["kv_bytes"] < 1e8 else max_batch
 ''',
     },
 }
