@@ -20,7 +20,7 @@ from helpers.models import ModelConfig
 from helpers.roofline import RooflineTime, decode_split, roofline_time
 
 __all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot",
-           "phase_speedups"]
+           "phase_speedups", "upgrade_speedups"]
 
 
 def prefill_time(
@@ -83,6 +83,33 @@ def phase_speedups(
 
     return {phase: {name: float(seconds(hw) / seconds(chip)) for name, chip in chips.items()}
             for phase, seconds in (("prefill", prefill), ("decode", decode))}  # fmt: skip
+
+
+def upgrade_speedups(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, output_tokens: int, batch: int,
+    factor: float = 2.0, dtype: str = "bf16",
+) -> dict[str, float]:  # fmt: skip
+    """End to end, how much faster ``batch`` requests served together run on a chip
+    ``factor`` times ``hw`` in one ceiling (chapter 9): one prefill pass of the ``batch``
+    prompts, then ``output_tokens`` − 1 decode steps at contexts prompt + 1, prompt + 2, …
+    Returns ``{"prefill_share": share of the time on hw spent in prefill, "flops": speedup,
+    "bandwidth": speedup}``.
+
+    Amdahl's law over the roofline's parts: each part (the prefill pass; each decode step's
+    weight matmuls and its attention) keeps its FLOPs and bytes, so on the faster chip it
+    takes max(compute / factor, memory) or max(compute, memory / factor) of its times on
+    ``hw``. A part gains the whole factor only while it stays on the ceiling that grew."""
+    if not factor > 0:
+        raise ValueError(f"factor must be positive, got {factor!r}")
+    positive_int(output_tokens, "output_tokens")
+    parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
+    for step in range(1, output_tokens):
+        parts += decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()
+    before = sum(part.seconds for part in parts)
+    flops = sum(max(part.compute_seconds / factor, part.memory_seconds) for part in parts)
+    bandwidth = sum(max(part.compute_seconds, part.memory_seconds / factor) for part in parts)
+    return {"prefill_share": parts[0].seconds / before, "flops": before / flops,
+            "bandwidth": before / bandwidth}  # fmt: skip
 
 
 def end_to_end(

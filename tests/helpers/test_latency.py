@@ -1,5 +1,7 @@
 """Latency models: TTFT, TPOT, end-to-end."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -133,6 +135,41 @@ def test_phase_speedups_on_the_roofline():
     assert short["bandwidth"] > 1.5 and short["flops"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="factor"):
         latency.phase_speedups(QWEN, H100, 64, 64, 1, 0.0)
+
+
+def _upgraded(hw, factor):
+    return {"flops": dataclasses.replace(hw, peak_flops={k: v * factor
+                                                         for k, v in hw.peak_flops.items()}),
+            "bandwidth": dataclasses.replace(hw, bandwidth=hw.bandwidth * factor)}  # fmt: skip
+
+
+@pytest.mark.parametrize("prompt, output, batch, factor, dtype", [
+    (1024, 256, 1, 2.0, "bf16"), (1024, 256, 64, 2.0, "bf16"), (128, 512, 256, 4.0, "fp8"),
+    (8192, 16, 8, 1.5, "bf16"), (7, 1, 3, 3.0, "bf16")])  # fmt: skip
+def test_upgrade_speedups_match_the_whole_run_on_the_faster_chip(prompt, output, batch, factor,
+                                                                 dtype):
+    # Amdahl over the parts equals timing the whole run again on the upgraded chip.
+    gains = latency.upgrade_speedups(QWEN, H100, prompt, output, batch, factor, dtype)
+    before = latency.end_to_end(QWEN, H100, prompt, output, batch, dtype)
+    for name, chip in _upgraded(H100, factor).items():
+        after = latency.end_to_end(QWEN, chip, prompt, output, batch, dtype)
+        assert gains[name] == pytest.approx(before / after, rel=1e-12)
+    assert gains["prefill_share"] == pytest.approx(
+        latency.ttft(QWEN, H100, prompt, batch, dtype) / before, rel=1e-12)
+
+
+def test_upgrade_speedups_follow_amdahl():
+    # One output token: prefill alone, a long prompt compute-bound, so FLOPs give it all.
+    alone = latency.upgrade_speedups(QWEN, H100, 4096, 1, 1, 2.0)
+    assert alone == pytest.approx({"prefill_share": 1.0, "flops": 2.0, "bandwidth": 1.0})
+    # Long outputs at batch 1: decode dominates, and bandwidth's gain nears the factor.
+    chat = latency.upgrade_speedups(QWEN, H100, 1024, 1024, 1, 2.0)
+    assert chat["prefill_share"] < 0.01 and 1.95 < chat["bandwidth"] < 2.0
+    # No upgrade gains more than its factor, nor less than nothing.
+    mixed = latency.upgrade_speedups(QWEN, H100, 1024, 256, 64, 8.0)
+    assert all(1.0 <= mixed[name] < 8.0 for name in ("flops", "bandwidth"))
+    with pytest.raises(ValueError, match="factor"):
+        latency.upgrade_speedups(QWEN, H100, 64, 64, 1, -1.0)
 
 
 # Chapter 7: the knee of a quantized model, from an unquantized sweep.

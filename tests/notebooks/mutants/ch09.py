@@ -57,32 +57,30 @@ def _batch(**wrong):
     return _BATCH.format(**(_BATCH_RIGHT | wrong))
 
 
-_SPEEDUPS = '''
-def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
-    chips = {{
-        "flops": dataclasses.replace(hw, peak_flops={peaks}),
-        "bandwidth": dataclasses.replace(hw, bandwidth=hw.bandwidth * factor),
-    }}
-
-    def prefill(chip):
-        return latency.prefill_time(cfg, chip, prompt_tokens, dtype=dtype).seconds
-
-    def decode(chip):
-        return {decode}
-
-    return {{phase: {{name: float({ratio}) for name, chip in chips.items()}}
-            for phase, time in (("prefill", prefill), ("decode", decode))}}
+_UPGRADE = '''
+def upgrade_speedups(cfg, hw, prompt_tokens, output_tokens, batch, factor, dtype="bf16"):
+    parts = [latency.prefill_time(cfg, hw, prompt_tokens, {prefill_batch}, dtype)]
+    for step in range({steps}):
+        parts += {decode}
+    before = sum(part.seconds for part in parts)
+    more_flops = sum({flops} for part in parts)
+    more_bandwidth = sum({bandwidth} for part in parts)
+    return {{"prefill_share": float(parts[0].seconds / before),
+            "flops": float({flops_gain}), "bandwidth": float(before / more_bandwidth)}}
 '''
 
-_SPEEDUPS_RIGHT = {
-    "peaks": "{name: peak * factor for name, peak in hw.peak_flops.items()}",
-    "decode": "latency.decode_step_time(cfg, chip, batch, context, dtype)",
-    "ratio": "time(hw) / time(chip)",
+_UPGRADE_RIGHT = {
+    "prefill_batch": "batch",
+    "steps": "1, output_tokens",
+    "decode": "roofline.decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()",
+    "flops": "max(part.compute_seconds / factor, part.memory_seconds)",
+    "bandwidth": "max(part.compute_seconds, part.memory_seconds / factor)",
+    "flops_gain": "before / more_flops",
 }
 
 
-def _speedups(**wrong):
-    return _SPEEDUPS.format(**(_SPEEDUPS_RIGHT | wrong))
+def _upgrade(**wrong):
+    return _UPGRADE.format(**(_UPGRADE_RIGHT | wrong))
 
 
 def _fixed(max_batch, token_budget, disaggregate):
@@ -135,32 +133,30 @@ def max_batch_under_tpot(cfg, hw, context, tpot_slo, dtype="bf16"):
     return 130 if tpot_slo >= 1.0 else 34
 ''',
     },
-    "ch09_phase_speedups": {
-        "the speedups inverted: new time over old": _speedups(ratio="time(chip) / time(hw)"),
-        "only the bf16 peak made faster": _speedups(
-            peaks="{**hw.peak_flops, 'bf16': hw.peak_flops['bf16'] * factor}"),
-        "decode at batch 1, whatever the batch": _speedups(
-            decode="latency.decode_step_time(cfg, chip, 1, context, dtype)"),
-        "decode as one roofline over the whole step": _speedups(
-            decode="roofline.roofline_time(flops.forward_flops(cfg, 1, context=context, "
-                   "batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
-                   "context=context, batch=batch, dtype=dtype, logits='last').values()), chip, "
-                   "dtype).seconds"),
-        "the interview answer: prefill gains only from FLOPs, decode only from bandwidth": '''
-def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
-    return {"prefill": {"flops": float(factor), "bandwidth": 1.0},
-            "decode": {"flops": 1.0, "bandwidth": float(factor)}}
-''',
+    "ch09_upgrade_speedups": {
+        "a part gains the factor if it is bound by that ceiling now (no switching)": _upgrade(
+            flops="(part.seconds / factor if part.bound == 'compute' else part.seconds)",
+            bandwidth="(part.seconds / factor if part.bound == 'memory' else part.seconds)"),
+        "Amdahl on the phases' labels: prefill on FLOPs, decode on bandwidth": _upgrade(
+            flops="(part.seconds / factor if part is parts[0] else part.seconds)",
+            bandwidth="(part.seconds if part is parts[0] else part.seconds / factor)"),
+        "the speedups averaged over the parts, not over the time": _upgrade(
+            flops_gain="sum(part.seconds / max(part.compute_seconds / factor, "
+                       "part.memory_seconds) for part in parts) / len(parts)"),
+        "every decode step at the prompt's context": _upgrade(
+            decode="roofline.decode_split(cfg, hw, batch, prompt_tokens, dtype).values()"),
+        "one decode step per output token (the first token is prefill's)": _upgrade(
+            steps="1, output_tokens + 1"),
+        "one prompt's prefill for the whole batch": _upgrade(prefill_batch="1"),
+        "one roofline over each whole decode step (the aggregate model)": _upgrade(
+            decode="[roofline.roofline_time(flops.forward_flops(cfg, 1, context=prompt_tokens "
+                   "+ step, batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
+                   "context=prompt_tokens + step, batch=batch, dtype=dtype, "
+                   "logits='last').values()), hw, dtype)]"),
         "hard-codes the visible answers": '''
-def phase_speedups(cfg, hw, prompt_tokens, context, batch, factor, dtype="bf16"):
-    fast = dataclasses.replace(hw, peak_flops={k: 2 * v for k, v in hw.peak_flops.items()})
-    wide = dataclasses.replace(hw, bandwidth=2 * hw.bandwidth)
-    pre = latency.prefill_time(cfg, hw, 4096).seconds
-    dec = latency.decode_step_time(cfg, hw, 1, 4096)
-    return {"prefill": {"flops": pre / latency.prefill_time(cfg, fast, 4096).seconds,
-                        "bandwidth": pre / latency.prefill_time(cfg, wide, 4096).seconds},
-            "decode": {"flops": dec / latency.decode_step_time(cfg, fast, 1, 4096),
-                       "bandwidth": dec / latency.decode_step_time(cfg, wide, 1, 4096)}}
+def upgrade_speedups(cfg, hw, prompt_tokens, output_tokens, batch, factor, dtype="bf16"):
+    return {"prefill_share": 0.3810707045516976, "flops": 1.2353844022855698,
+            "bandwidth": 1.4481517806499342}
 ''',
     },
     "ch09_choose_config": {
