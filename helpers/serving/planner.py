@@ -301,6 +301,10 @@ class Plan:
         return self.goodput / self.chips
 
 
+_PLANS: dict[tuple, Plan] = {}  # plan_serving's searches, by scenario, candidates and loads
+_PLANS_KEPT = 256
+
+
 def plan_serving(
     scenario: Scenario,
     candidates: Sequence[ServingConfig] | None = None,
@@ -311,9 +315,31 @@ def plan_serving(
     highest goodput; on a tie the higher attainment at the load, then the earlier candidate
     (``plan_candidates`` lists smaller batches and colocated engines first). A candidate
     the engine refuses counts as attaining nothing. Every figure is at steady state, and no
-    goodput exceeds what the chips can serve (``check_servable``). Searches are cached."""
+    goodput exceeds what the chips can serve (``check_servable``). Searches are cached.
+
+    The search is written out here, not in a helper, so that where chapter 9's grader turns
+    this function into a stub no other route to the search is left."""
     candidates = tuple(plan_candidates() if candidates is None else candidates)
-    return _plan(scenario, candidates, tuple(loads))
+    key = (scenario, candidates, tuple(loads))
+    if key in _PLANS:
+        return _PLANS[key]
+    attainment, goodputs = {}, {}
+    for config in candidates:
+        attainment[config] = _attains(scenario, config)
+        if attainment[config] >= scenario.share:
+            higher = [load for load in sorted(loads) if load > 1.0]  # it meets the load
+            goodputs[config] = max(scenario.rate, config_goodput(scenario, config, higher)
+                                   if higher else 0.0)  # fmt: skip
+    if goodputs:
+        order = {config: index for index, config in enumerate(candidates)}
+        best = max(goodputs, key=lambda c: (goodputs[c], attainment[c], -order[c]))
+        plan = Plan(best, goodputs[best], goodputs, attainment, scenario.chips)
+    else:
+        plan = Plan(None, 0.0, goodputs, attainment, scenario.chips)
+    if len(_PLANS) >= _PLANS_KEPT:  # the oldest search goes first
+        del _PLANS[next(iter(_PLANS))]
+    _PLANS[key] = plan
+    return plan
 
 
 def _attains(scenario: Scenario, config: ServingConfig, rate: float | None = None) -> float:
@@ -323,22 +349,6 @@ def _attains(scenario: Scenario, config: ServingConfig, rate: float | None = Non
     except ValueError:
         return 0.0
     return result.attainment(scenario.ttft_slo, scenario.tpot_slo)
-
-
-@functools.lru_cache(maxsize=256)
-def _plan(scenario: Scenario, candidates: tuple, loads: tuple) -> Plan:
-    attainment, goodputs = {}, {}
-    for config in candidates:
-        attainment[config] = _attains(scenario, config)
-        if attainment[config] >= scenario.share:
-            higher = [load for load in sorted(loads) if load > 1.0]  # it meets the load
-            goodputs[config] = max(scenario.rate, config_goodput(scenario, config, higher)
-                                   if higher else 0.0)  # fmt: skip
-    if not goodputs:
-        return Plan(None, 0.0, goodputs, attainment, scenario.chips)
-    order = {config: index for index, config in enumerate(candidates)}
-    best = max(goodputs, key=lambda c: (goodputs[c], attainment[c], -order[c]))
-    return Plan(best, goodputs[best], goodputs, attainment, scenario.chips)
 
 
 SCENARIO_FAMILIES = ("long prompts", "busy", "tight TPOT", "big model")

@@ -86,7 +86,36 @@ DIRECT = {  # the two delegations the issue names, written the way a student wou
     ("02_bytes", "ch02_weight_bytes"): (
         "def weight_bytes(cfg, dtype):\n    return memory.weight_bytes(cfg, dtype)",
         "helpers.memory.weight_bytes"),
+    # Chapter 9's design problem: the reference search rebuilt from the planner's parts, its
+    # goodput and (typed out here) its candidates.
+    ("09_capstone", "ch09_choose_config"): (
+        "def choose_config(scenario):\n"
+        "    rungs = [scenario.rate * load for load in serving.PLAN_LOADS if max(serving.planner"
+        ".offered_load(scenario, scenario.rate * load).values()) <= 1]\n"
+        "    def goodput(config):\n"
+        "        try:\n"
+        "            return serving.max_rate_under_slo(lambda rate: serving.serve_config("
+        "scenario, config, rate), rungs, scenario.ttft_slo, scenario.tpot_slo, "
+        "scenario.share)\n"
+        "        except ValueError:\n"
+        "            return 0.0\n"
+        "    candidates = [ServingConfig(b, t) for b in (16, 64, 256) for t in (None, 512, 2048)"
+        " if t is None or t > b] + [ServingConfig(b, None, True) for b in (16, 64, 256)]\n"
+        "    best = max(candidates, key=goodput)\n"
+        "    return {'max_batch': best.max_batch, 'token_budget': best.token_budget, "
+        "'disaggregate': best.disaggregate}", "helpers.serving.metrics.max_rate_under_slo"),
 }  # fmt: skip
+
+
+def test_the_design_problem_stubs_every_part_of_the_planner_search():
+    """Chapter 9's answer can reach no part of the reference search: the search itself, its
+    candidates, a candidate's goodput and DistServe's goodput rule are all stubbed."""
+    assignment = course.load("09_capstone", build.SOURCE)
+    (exercise,) = [e for e in assignment.exercises if e.answer_id == "ch09_choose_config"]
+    assert {"helpers.serving.planner.plan_serving", "helpers.serving.planner.plan_candidates",
+            "helpers.serving.planner.config_goodput",
+            "helpers.serving.metrics.max_rate_under_slo"} <= set(
+        helpers_references(assignment, exercise))  # fmt: skip
 
 
 @pytest.mark.parametrize("chapter, answer_id", list(DIRECT))
