@@ -1,0 +1,227 @@
+"""Tensor parallelism (chapter 10): the ring and roofline arithmetic (helpers.tensor_parallel)
+worked by hand, and the sharded decoder (helpers.parallel) run over two gloo processes
+against the unsharded one. Three launches in all (spawning costs seconds each): one run
+whose logits and timings several tests read, one with an injected failure, one timed out."""
+
+import multiprocessing
+
+import pytest
+import torch
+
+from helpers import hardware, latency, models, parallel, tensor_parallel
+from helpers.tensor_parallel import Link
+
+LLAMA_70B = models.get("Llama-3.1-70B")
+H100 = hardware.get("H100 SXM")
+NVLINK = tensor_parallel.link("NVLink 4")
+
+# Small enough to run in a blink; q/k/v biases and tied embeddings on, so every slice and the
+# tie are exercised; 4 query heads on 2 KV heads (GQA) split 2 ways.
+TINY = models.ModelConfig(name="tiny", model_type="qwen2", hidden=64, intermediate=96,
+                          layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, vocab=101,
+                          tied_embeddings=True, qkv_bias=True)  # fmt: skip
+
+
+# --- the arithmetic, worked by hand -------------------------------------------------------
+
+
+def test_shard_config_splits_heads_and_intermediate():
+    part = tensor_parallel.shard_config(LLAMA_70B, 8)
+    assert (part.n_q_heads, part.n_kv_heads, part.intermediate) == (8, 1, 3584)
+    assert (part.hidden, part.layers, part.vocab, part.head_dim) == (8192, 80, 128256, 128)
+    assert tensor_parallel.shard_config(LLAMA_70B, 1) is LLAMA_70B
+    assert tensor_parallel.degrees(LLAMA_70B, 16) == [1, 2, 4, 8]  # 8 KV heads cap T at 8
+    # Past T = 8, vLLM's way: each chip keeps a copy of the one KV head its 4 query heads use.
+    part = tensor_parallel.shard_config(LLAMA_70B, 16, replicate_kv=True)
+    assert (part.n_q_heads, part.n_kv_heads, part.intermediate) == (4, 1, 1792)
+    assert tensor_parallel.degrees(LLAMA_70B, 64, replicate_kv=True) == [1, 2, 4, 8, 16, 32, 64]
+    with pytest.raises(ValueError, match="n_kv_heads=8 is not divisible by T=16"):
+        tensor_parallel.shard_config(LLAMA_70B, 16)
+
+
+@pytest.mark.parametrize(("field", "value"), [("n_kv_heads", 3), ("intermediate", 97)])
+def test_shard_config_refuses_indivisible(field, value):
+    heads = {"n_q_heads": 6, "n_kv_heads": 3} if field == "n_kv_heads" else {}
+    cfg = models.ModelConfig(**{**TINY.__dict__, **heads, field: value})
+    with pytest.raises(ValueError, match=f"{field}={value} is not divisible by T=2"):
+        tensor_parallel.shard_config(cfg, 2)
+    with pytest.raises(ValueError, match="not divisible"):  # refused before any process starts
+        parallel.run_tensor_parallel(cfg, 2, torch.zeros(1, 2, dtype=torch.long),
+                                     torch.zeros(1, 1, dtype=torch.long))  # fmt: skip
+    assert multiprocessing.active_children() == []
+
+
+def test_allreduce_bytes_llama_70b_decode():
+    # One token's hidden vector of 8192 bf16 values, twice a layer over 80 layers.
+    assert tensor_parallel.allreduce_bytes(LLAMA_70B, 1) == 16_384
+    assert tensor_parallel.step_allreduce_bytes(LLAMA_70B, 1) == 2_621_440
+    # Prefill of a batch of 4 prompts of 512 tokens, in fp32.
+    assert tensor_parallel.allreduce_bytes(LLAMA_70B, 4 * 512, "fp32") == 2048 * 8192 * 4
+
+
+def test_ring_allreduce_seconds_by_hand():
+    # T = 4: each chip sends 2·3/4 = 1.5 of the bytes: 1.5 GB at 100 GB/s is 15 ms,
+    # plus 2·3 = 6 hops of 1 µs and 5 µs once.
+    assert tensor_parallel.ring_allreduce_seconds(1e9, 4, 100e9) == pytest.approx(0.015)
+    assert tensor_parallel.ring_allreduce_seconds(1e9, 4, 100e9, 1e-6, 5e-6) == pytest.approx(
+        0.015 + 11e-6)
+    assert tensor_parallel.ring_allreduce_seconds(1e9, 1, 100e9, 1e-6, 5e-6) == 0.0
+    with pytest.raises(ValueError):
+        tensor_parallel.ring_allreduce_seconds(1e9, 2, 0.0)
+
+
+def test_step_allreduce_seconds_llama_70b_tp8_nvlink():
+    # 6.6 µs + 14 hops × 0.6 µs + 14/8 × 16,384 B / 450 GB/s = 15.0637 µs, 160 times a token.
+    one = 6.6e-6 + 14 * 0.6e-6 + 14 / 8 * 16_384 / 450e9
+    assert one == pytest.approx(15.0637e-6, rel=1e-5)
+    assert tensor_parallel.step_allreduce_seconds(LLAMA_70B, NVLINK, 8, 1) == pytest.approx(
+        160 * one)
+
+
+def test_tp_decode_step_by_hand():
+    # hidden 4, intermediate 8, 2 heads of 2 (2 KV heads), vocab 10, one layer, bf16, T = 2:
+    # each chip's q, k, v and o are 4×2 / 2×4, gate/up/down 4×4, the LM head 4×10 whole.
+    cfg = models.ModelConfig(name="toy", model_type="llama", hidden=4, intermediate=8,
+                             layers=1, n_q_heads=2, n_kv_heads=2, head_dim=2, vocab=10,
+                             tied_embeddings=False, qkv_bias=False)  # fmt: skip
+    ideal = Link("ideal", 1e9, 0.0, 0.0, "test")
+    parts = tensor_parallel.tp_decode_step(cfg, H100, ideal, 2, batch=1, context=0)
+    # Weights: 2·(k + kn + n) bytes a matmul of one token: q, k, v, o 28 each, gate, up and
+    # down 48 each, the LM head 108, the embedding row 8: 372 B. Attention: q and the output
+    # (2 + 2), one cached K and V (2 + 2) read, K and V (2 + 2) written: 12 values, 24 B.
+    assert parts["weights"] == pytest.approx(372 / 3.35e12)
+    assert parts["attention"] == pytest.approx(24 / 3.35e12)
+    # Two all-reduces of 4 bf16 values (8 B), each sending 2·1/2 × 8 B at 1 GB/s.
+    assert parts["all_reduce"] == pytest.approx(2 * 8 / 1e9)
+    assert tensor_parallel.tp_tpot(cfg, H100, ideal, 2, 0) == pytest.approx(sum(parts.values()))
+
+
+def test_one_chip_is_the_single_chip_roofline():
+    assert tensor_parallel.tp_tpot(LLAMA_70B, H100, NVLINK, 1, 1024) == pytest.approx(
+        latency.tpot(LLAMA_70B, H100, 1024))
+    assert tensor_parallel.tp_ttft(LLAMA_70B, H100, NVLINK, 1, 512) == pytest.approx(
+        latency.ttft(LLAMA_70B, H100, 512))
+
+
+def test_best_degree_is_where_more_chips_stop_helping():
+    free = Link("free", 1e30, 0.0, 0.0, "test")
+    slow = Link("slow", 1e6, 1e-3, 0.0, "test")
+    # With free all-reduces the weights' read keeps falling: use every chip allowed.
+    assert tensor_parallel.best_degree(LLAMA_70B, H100, free, 1024, max_ranks=8) == 8
+    # With a millisecond a hop, 160 all-reduces a token outweigh any saving.
+    assert tensor_parallel.best_degree(LLAMA_70B, H100, slow, 1024, max_ranks=8) == 1
+    best = tensor_parallel.best_degree(LLAMA_70B, H100, NVLINK, 1024, max_ranks=8)
+    tpots = {t: tensor_parallel.tp_tpot(LLAMA_70B, H100, NVLINK, t, 1024) for t in (1, 2, 4, 8)}
+    assert tpots[best] == min(tpots.values())
+
+
+def test_fit_ring_recovers_a_known_link():
+    # T = 2: each rank sends 2·1/2 = 1 × n; 20 µs a call, 1 GB/s.
+    sizes = [1e3, 1e4, 1e5, 1e6]
+    fitted = tensor_parallel.fit_ring(sizes, [20e-6 + n / 1e9 for n in sizes], 2)
+    assert fitted.bandwidth == pytest.approx(1e9)
+    assert fitted.hop_latency == pytest.approx(10e-6)  # 20 µs over 2(T − 1) = 2 hops
+    with pytest.raises(ValueError, match="two distinct sizes"):
+        tensor_parallel.fit_ring([1e3, 1e3], [1e-5, 2e-5], 2)
+
+
+# --- the sharded decoder, in this process ---------------------------------------------------
+
+
+def test_shards_partition_the_weights():
+    model = parallel.reference_decoder(TINY)
+    shards = [parallel.shard_decoder(model, rank, 2) for rank in range(2)]
+    full, halves = model.layers[1], [s.layers[1] for s in shards]
+    for name in ("q", "k", "v"):
+        glued = torch.cat([getattr(h.attention, name).weight for h in halves])
+        assert torch.equal(glued, getattr(full.attention, name).weight)
+        glued = torch.cat([getattr(h.attention, name).bias for h in halves])
+        assert torch.equal(glued, getattr(full.attention, name).bias)
+    glued = torch.cat([h.attention.o.linear.weight for h in halves], dim=1)
+    assert torch.equal(glued, full.attention.o.weight)
+    glued = torch.cat([h.mlp.down.linear.weight for h in halves], dim=1)
+    assert torch.equal(glued, full.mlp.down.weight)
+    for shard in shards:  # replicated, and the LM head still tied to the embedding
+        assert torch.equal(shard.embed.weight, model.embed.weight)
+        assert shard.lm_head.weight is shard.embed.weight
+    with pytest.raises(ValueError, match="rank must be in 0 … 1"):
+        parallel.shard_decoder(model, 2, 2)
+
+
+def test_one_rank_shard_is_the_decoder():
+    model = parallel.reference_decoder(TINY)
+    shard = parallel.shard_decoder(model, 0, 1)
+    ids = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        assert torch.equal(shard(ids)[0], model(ids)[0])
+
+
+# --- the sharded decoder over two processes -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """One launch: T = 2 over gloo, lone all-reduces timed, a prefill and 3 decode steps."""
+    return parallel.benchmark(TINY, ranks=2, batch=2, prompt_tokens=7, steps=3, warmup=1,
+                              sizes=(1 << 12, 1 << 22), timeout=60)  # fmt: skip
+
+
+def test_sharded_logits_equal_the_unsharded(bench):
+    run = bench.run
+    assert (run.ranks, run.backend) == (2, "gloo")
+    model = parallel.reference_decoder(TINY)
+    with torch.inference_mode():
+        logits, cache = model(run.prompt, max_tokens=10)
+        steps = []
+        for column in range(run.decode.shape[1]):
+            out, cache = model(run.decode[:, column : column + 1], cache)
+            steps.append(out)
+    assert run.logits.shape == (2, 7, TINY.vocab)
+    assert run.decode_logits.shape == (2, 3, TINY.vocab)
+    # The shards compute the same products; only o's and down's sums over their inputs are
+    # split in two and added by the all-reduce: a reordering of float32 sums, which moves a
+    # result by about a unit in the last place (these logits are below 2, where an ulp is
+    # 2.4e-7; the sums here differ by one ulp). 1e-6 allows four ulps and nothing more: a
+    # wrong slice or a missing all-reduce moves the logits by a hundred times that.
+    torch.testing.assert_close(run.logits, logits, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(run.decode_logits, torch.cat(steps, dim=1), rtol=1e-6,
+                               atol=1e-6)  # fmt: skip
+    assert run.logits.abs().max() < 2
+    assert not torch.equal(run.logits, torch.zeros_like(run.logits))
+
+
+def test_timings_hold_the_allreduces(bench):
+    run = bench.run
+    for rank in range(2):
+        assert len(run.step_seconds[rank]) == len(run.allreduce_seconds[rank]) == 3
+        for step, reduce in zip(run.step_seconds[rank], run.allreduce_seconds[rank],
+                                strict=True):  # fmt: skip
+            assert 0 < reduce < step  # the all-reduces are timed inside the step
+        assert 0 < run.prefill_allreduce_seconds[rank] < run.prefill_seconds[rank]
+    assert set(run.allreduce_times) == {1 << 12, 1 << 22}
+    assert bench.link.bandwidth > 0 and bench.link.hop_latency >= 0
+    assert bench.predicted_allreduce == pytest.approx(
+        tensor_parallel.step_allreduce_seconds(TINY, bench.link, 2, 2, "fp32"))
+    assert bench.predicted_share == pytest.approx(bench.predicted_allreduce / bench.step)
+    assert 0 < bench.share < 1 and bench.single_step > 0
+    assert multiprocessing.active_children() == []
+
+
+def test_a_failing_rank_is_reported_and_nothing_is_left():
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(parallel.RankError) as caught:
+        parallel.run_tensor_parallel(TINY, 2, ids, ids, fail_rank=1, timeout=60)
+    assert list(caught.value.failures) == [1]
+    message = str(caught.value)
+    assert "rank 1" in message and "Traceback" in message
+    assert "RuntimeError: failure injected on rank 1" in message
+    # Rank 0 was left waiting for its peer: it was killed and joined, not left hanging.
+    assert multiprocessing.active_children() == []
+
+
+def test_a_silent_rank_times_out_and_is_killed():
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(parallel.RankError, match="no report within 0.2 s") as caught:
+        parallel.run_tensor_parallel(TINY, 2, ids, ids, timeout=0.2)  # less than a spawn
+    assert list(caught.value.failures) == [0, 1]
+    assert multiprocessing.active_children() == []
