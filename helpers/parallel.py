@@ -75,10 +75,10 @@ class _AllReduce(nn.Module):
 
 
 class _Clock:
-    """Times the all-reduces of one rank; ``seconds`` accumulates until ``take``."""
+    """Times the all-reduces of one rank: each call's seconds, kept until ``take``."""
 
     def __init__(self, device: torch.device) -> None:
-        self.device, self.seconds = device, 0.0
+        self.device, self.calls = device, []
 
     def sync(self) -> None:
         if self.device.type == "cuda":  # kernels are queued: time the work, not the launch
@@ -89,11 +89,11 @@ class _Clock:
         start = time.perf_counter()
         dist.all_reduce(tensor)
         self.sync()
-        self.seconds += time.perf_counter() - start
+        self.calls.append(time.perf_counter() - start)
 
-    def take(self) -> float:
-        seconds, self.seconds = self.seconds, 0.0
-        return seconds
+    def take(self) -> list[float]:
+        calls, self.calls = self.calls, []
+        return calls
 
 
 def reference_decoder(
@@ -175,7 +175,8 @@ class TPRun:
     prompt, vocab]; ``decode_logits``: [batch, steps, vocab], one column a decode step.
     Per rank (lists indexed by rank): ``prefill_seconds`` and ``prefill_allreduce_seconds``,
     ``step_seconds`` and ``allreduce_seconds`` (one entry a timed decode step, after
-    ``warmup`` untimed passes of the whole prefill-and-decode sequence).
+    ``warmup`` untimed passes of the whole prefill-and-decode sequence); ``allreduce_calls``
+    [rank][step][call]: each of a step's 2 · layers all-reduces, in seconds.
     ``allreduce_times``: bytes → median seconds of a lone all-reduce on rank 0 (empty unless
     sizes were asked for). ``backend``: "gloo" or "nccl"; ``threads``: torch threads a rank;
     ``prompt`` and ``decode``: the ids run."""
@@ -189,6 +190,7 @@ class TPRun:
     prefill_allreduce_seconds: list[float]
     step_seconds: list[list[float]]
     allreduce_seconds: list[list[float]]
+    allreduce_calls: list[list[list[float]]]
     prompt: torch.Tensor
     decode: torch.Tensor
     allreduce_times: dict[int, float] = field(default_factory=dict)
@@ -215,7 +217,7 @@ def _time_allreduces(job: _Job, clock: _Clock) -> dict[int, float]:
         for size, tensor in tensors.items():
             dist.barrier()  # start together, so a rank's time is the transfer's, not a wait
             clock.all_reduce(tensor)
-            samples[size].append(clock.take())
+            samples[size].append(sum(clock.take()))
     return {size: statistics.median(times) for size, times in samples.items()}
 
 
@@ -242,8 +244,8 @@ def _run_rank(rank: int, ranks: int, job: _Job, device: torch.device) -> dict:
             steps.append(time.perf_counter() - start)
             reduces.append(clock.take())
             outputs.append(out)
-    result = {"prefill": prefill, "prefill_reduce": prefill_reduce, "steps": steps,
-              "reduces": reduces}  # fmt: skip
+    result = {"prefill": prefill, "prefill_reduce": sum(prefill_reduce), "steps": steps,
+              "reduces": [sum(calls) for calls in reduces], "calls": reduces}  # fmt: skip
     if rank == 0:
         result["logits"] = logits.cpu()
         result["decode_logits"] = torch.cat(outputs, dim=1).cpu()
@@ -377,6 +379,7 @@ def run_tensor_parallel(
         prefill_allreduce_seconds=[reports[r]["prefill_reduce"] for r in range(ranks)],
         step_seconds=[reports[r]["steps"] for r in range(ranks)],
         allreduce_seconds=[reports[r]["reduces"] for r in range(ranks)],
+        allreduce_calls=[reports[r]["calls"] for r in range(ranks)],
         prompt=job.prompt, decode=job.decode, allreduce_times=first["allreduce_times"],
     )  # fmt: skip
 
@@ -388,8 +391,11 @@ class TPBenchmark:
     all-reduces' measured share of a step (median of each step's share) and its IQR;
     ``link``: the ring model fitted to the lone all-reduces (``tensor_parallel.fit_ring``);
     ``predicted_allreduce``: that model's seconds for a step's 2 · layers all-reduces;
-    ``predicted_share``: that over the measured median step; ``single_step``: the median
-    step of the unsharded decoder run in the caller's process (all its threads)."""
+    ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
+    ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
+    (the least over ranks, call by call): the exchange itself, without the wait for a slower
+    peer that the rest of ``allreduce`` is. ``single_step``: the median step of the
+    unsharded decoder run in the caller's process (all its threads)."""
 
     run: TPRun
     step: float
@@ -401,6 +407,9 @@ class TPBenchmark:
     link: tensor_parallel.Link
     predicted_allreduce: float
     predicted_share: float
+    exchange: float
+    exchange_iqr: float
+    exchange_share: float
     single_step: float
 
 
@@ -441,9 +450,15 @@ def benchmark(
     fitted = tensor_parallel.fit_ring(list(times), list(times.values()), ranks,
                                       f"gloo on loopback, {ranks} processes")  # fmt: skip
     predicted = tensor_parallel.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
+    # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
+    exchanges = [sum(min(calls) for calls in zip(*per_rank, strict=True))
+                 for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip
+    exchange, exchange_iqr = _median_iqr(exchanges)
+    exchange_share = statistics.median(e / s for e, s in zip(exchanges, steps_s, strict=True))
     single = _single_step(cfg, prompt, decode, seed, warmup)
     return TPBenchmark(run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr, fitted,
-                       predicted, predicted / step, single)  # fmt: skip
+                       predicted, predicted / step, exchange, exchange_iqr, exchange_share,
+                       single)  # fmt: skip
 
 
 @torch.inference_mode()

@@ -198,6 +198,13 @@ def test_timings_hold_the_allreduces(bench):
                                 strict=True):  # fmt: skip
             assert 0 < reduce < step  # the all-reduces are timed inside the step
         assert 0 < run.prefill_allreduce_seconds[rank] < run.prefill_seconds[rank]
+    calls = run.allreduce_calls
+    assert [[len(step) for step in rank] for rank in calls] == [[2 * TINY.layers] * 3] * 2
+    assert [[sum(step) for step in rank] for rank in calls] == run.allreduce_seconds
+    # The exchange is, call by call, the least time over the ranks: step by step at most
+    # rank 0's all-reduce time, so its median is at most rank 0's median too.
+    assert 0 < bench.exchange <= bench.allreduce
+    assert 0 < bench.exchange_share <= bench.share
     assert set(run.allreduce_times) == {1 << 12, 1 << 22}
     assert bench.link.bandwidth > 0 and bench.link.hop_latency >= 0
     assert bench.predicted_allreduce == pytest.approx(
