@@ -192,10 +192,12 @@ def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
 
 
 # Chapter 6 (`06_ttft_tpot`): the metrics of one streamed request, read from its timing
-# trace, and predictions from TTFT and TPOT curves measured on a device.
+# trace; predictions from TTFT and TPOT curves measured on a device; and what requests
+# sharing one engine do to each other (the queue before a prefill, the stall it causes).
 
 __all__ += ["trace_metrics", "inter_token_latencies", "interpolate", "predict_e2e",
-            "diagnose_first_token", "bandwidth_utilization", "flops_utilization"]  # fmt: skip
+            "fifo_first_tokens", "stall_report", "bandwidth_utilization",
+            "flops_utilization"]  # fmt: skip
 
 
 def _check_trace(start_s: float, token_times: Sequence[float]) -> list[float]:
@@ -264,23 +266,56 @@ def predict_e2e(
     return total
 
 
-def diagnose_first_token(
-    ttft_s: float, prompt_tokens: int, idle_ttft_curve: Mapping[int, float]
-) -> dict[str, float | str]:
-    """Split a slow first token into prefill and waiting (chapter 6).
+def fifo_first_tokens(
+    arrivals: Sequence[float], prefill_s: Sequence[float]
+) -> list[tuple[float, float]]:
+    """Each request's (queueing wait, TTFT) on an engine that runs one prefill at a time, in
+    order of arrival (ties in list order), idle when nothing has arrived (chapter 6).
 
-    ``idle_ttft_curve``: TTFT against prompt length on an idle server, so its value at this
-    prompt is the prefill's own time. The rest of the measured TTFT was spent waiting
-    (queueing behind other requests, or a prefill slowed by a shared batch), at least 0.
-    ``cause``: "prefill" when the prefill's own time is the larger part, else "queueing".
+    ``arrivals``: when each request arrived (any order); ``prefill_s``: its prefill's own
+    time. A prefill starts at its arrival or when the one before it ends, whichever is later;
+    the wait is that start minus the arrival, and TTFT = wait + prefill. Returned in the
+    input order.
     """
-    positive_int(prompt_tokens, "prompt_tokens")
-    if not ttft_s >= 0:
-        raise ValueError(f"ttft_s must be >= 0, got {ttft_s!r}")
-    prefill_s = interpolate(idle_ttft_curve, prompt_tokens)
-    queue_s = max(0.0, ttft_s - prefill_s)
-    return {"prefill_s": prefill_s, "queue_s": queue_s,
-            "cause": "prefill" if prefill_s >= queue_s else "queueing"}  # fmt: skip
+    if len(arrivals) != len(prefill_s):
+        raise ValueError(f"{len(arrivals)} arrivals but {len(prefill_s)} prefill times")
+    if any(not d >= 0 for d in prefill_s):
+        raise ValueError("prefill times must be >= 0")
+    result: list[tuple[float, float]] = [(0.0, 0.0)] * len(arrivals)
+    free = -math.inf  # when the engine finishes the prefill in progress
+    for r in sorted(range(len(arrivals)), key=lambda r: arrivals[r]):  # stable: ties in order
+        begin = max(float(arrivals[r]), free)
+        free = begin + float(prefill_s[r])
+        result[r] = (begin - arrivals[r], free - arrivals[r])
+    return result
+
+
+def stall_report(
+    request: int, arrivals: Sequence[float], token_times: Sequence[Sequence[float]]
+) -> dict[str, float | list[int]]:
+    """The worst stall in one request's stream and the prefills that ran in it (chapter 6).
+
+    ``arrivals[r]`` and ``token_times[r]``: request r's arrival and its tokens' times, all
+    from one engine, which stamps a token when the iteration that made it ends. The stall
+    is ``request``'s largest inter-token gap (the earliest on a tie; TTFT is not a gap),
+    from ``gap_start`` to ``gap_start + worst_itl``. ``stalled_by``: the other requests whose
+    first token, the end of their prefill, came out in (gap_start, gap_end]: a prefill
+    stamped at the gap's end ran in the iteration that closed it, one stamped at its start
+    ran before it. An arrival says nothing about when a prefill ran (a request may wait).
+    """
+    if len(arrivals) != len(token_times):
+        raise ValueError(f"{len(arrivals)} arrivals but {len(token_times)} token traces")
+    traces = [_check_trace(float(a), times) for a, times in zip(arrivals, token_times,
+                                                                strict=True)]
+    own = traces[request]
+    if len(own) < 2:
+        raise ValueError(f"request {request} has one token: no gap between tokens")
+    gaps = inter_token_latencies(own)
+    worst = max(range(len(gaps)), key=lambda i: (gaps[i], -i))  # the earliest on a tie
+    begin, end = own[worst], own[worst + 1]
+    stalled_by = [r for r, times in enumerate(traces)
+                  if r != request and begin < times[0] <= end]  # fmt: skip
+    return {"worst_itl": gaps[worst], "gap_start": begin, "stalled_by": stalled_by}
 
 
 def bandwidth_utilization(bytes_moved: float, seconds: float, bandwidth: float) -> float:

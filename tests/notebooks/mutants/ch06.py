@@ -7,15 +7,6 @@ rejected by the checkers.
 
 CHAPTER = "06_ttft_tpot"
 
-_TRACE = '''
-def trace_metrics(start_s, token_times):
-    n = len(token_times)
-    ttft = token_times[0] - start_s
-    e2e = token_times[-1] - start_s
-    gaps = [later - earlier for earlier, later in zip(token_times, token_times[1:])]
-    {body}
-'''
-
 _ATTENTION = '''
 def decode_attention_step(q, k_new, v_new, k_cache, v_cache, pos):
     {body}
@@ -35,27 +26,22 @@ def predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens):
     {body}
 '''
 
-_DIAGNOSE = '''
-def diagnose_first_token(ttft_s, prompt_tokens, idle_ttft_curve):
-    def read(curve, x):
-        points = sorted(curve.items())
-        if x <= points[0][0]:
-            return float(points[0][1])
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            if x <= x1:
-                return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
-        return float(points[-1][1])
+_FIFO = '''
+def fifo_first_tokens(arrivals, prefill_s):
+    result = [None] * len(arrivals)
+    {body}
+    return result
+'''
 
+_STALL = '''
+def stall_report(request, arrivals, token_times):
+    own = token_times[request]
     {body}
 '''
 
 
 def _indent(body: str) -> str:
     return body.strip("\n").replace("\n", "\n    ")
-
-
-def _trace(body: str) -> str:
-    return _TRACE.format(body=_indent(body))
 
 
 def _attention(body: str) -> str:
@@ -66,39 +52,15 @@ def _predict(body: str) -> str:
     return _PREDICT.format(body=_indent(body))
 
 
-def _diagnose(body: str) -> str:
-    return _DIAGNOSE.format(body=_indent(body))
+def _fifo(body: str) -> str:
+    return _FIFO.format(body=_indent(body))
+
+
+def _stall(body: str) -> str:
+    return _STALL.format(body=_indent(body))
 
 
 MUTANTS = {
-    "ch06_trace_metrics": {
-        "TPOT as e2e / n (the first token's prefill counted as decode)": _trace('''
-return {"ttft": float(ttft), "tpot": float(e2e / n), "e2e": float(e2e),
-        "max_itl": float(max(gaps)) if gaps else 0.0}
-'''),
-        "TPOT over n, not n − 1 steps": _trace('''
-return {"ttft": float(ttft), "tpot": float((e2e - ttft) / n), "e2e": float(e2e),
-        "max_itl": float(max(gaps)) if gaps else 0.0}
-'''),
-        "the wait for the first token counted as an inter-token gap": _trace('''
-gaps = [token_times[0] - start_s] + gaps
-return {"ttft": float(ttft), "tpot": float((e2e - ttft) / (n - 1)) if n > 1 else 0.0,
-        "e2e": float(e2e), "max_itl": float(max(gaps))}
-'''),
-        "the mean gap reported as the worst": _trace('''
-return {"ttft": float(ttft), "tpot": float((e2e - ttft) / (n - 1)) if n > 1 else 0.0,
-        "e2e": float(e2e), "max_itl": float(sum(gaps) / len(gaps)) if gaps else 0.0}
-'''),
-        "times measured from zero, not from the arrival": _trace('''
-ttft, e2e = token_times[0], token_times[-1]
-return {"ttft": float(ttft), "tpot": float((e2e - ttft) / (n - 1)) if n > 1 else 0.0,
-        "e2e": float(e2e), "max_itl": float(max(gaps)) if gaps else 0.0}
-'''),
-        "hard-codes the visible answers": '''
-def trace_metrics(start_s, token_times):
-    return {"ttft": 0.5, "tpot": 0.1125, "e2e": 0.95, "max_itl": 0.29}
-''',
-    },
     "ch06_decode_attention": {
         "forgets to write the new key and value into the cache": _attention('''
 group = q.shape[1] // k_cache.shape[1]
@@ -194,38 +156,121 @@ def predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens):
     return 0.42401
 ''',
     },
-    "ch06_diagnose_first_token": {
-        "waiting not clamped at zero": _diagnose('''
-prefill_s = read(idle_ttft_curve, prompt_tokens)
-queue_s = float(ttft_s) - prefill_s
-return {"prefill_s": prefill_s, "queue_s": queue_s,
-        "cause": "prefill" if prefill_s >= queue_s else "queueing"}
+    "ch06_fifo_first_tokens": {
+        "no queue: every TTFT is its own prefill": _fifo('''
+for r, prefill in enumerate(prefill_s):
+    result[r] = (0.0, float(prefill))
 '''),
-        "a tie called queueing": _diagnose('''
-prefill_s = read(idle_ttft_curve, prompt_tokens)
-queue_s = max(0.0, float(ttft_s) - prefill_s)
-return {"prefill_s": prefill_s, "queue_s": queue_s,
-        "cause": "prefill" if prefill_s > queue_s else "queueing"}
+        "the engine never idles: each prefill starts when the previous one ends": _fifo('''
+free = min(arrivals)
+for r in sorted(range(len(arrivals)), key=lambda r: arrivals[r]):
+    start = free
+    free = start + prefill_s[r]
+    result[r] = (float(start - arrivals[r]), float(free - arrivals[r]))
 '''),
-        "prefill compared with the whole TTFT, not with the waiting": _diagnose('''
-prefill_s = read(idle_ttft_curve, prompt_tokens)
-queue_s = max(0.0, float(ttft_s) - prefill_s)
-return {"prefill_s": prefill_s, "queue_s": queue_s,
-        "cause": "prefill" if prefill_s >= float(ttft_s) else "queueing"}
+        "served in list order, not arrival order": _fifo('''
+free = -math.inf
+for r in range(len(arrivals)):
+    start = max(arrivals[r], free)
+    free = start + prefill_s[r]
+    result[r] = (float(start - arrivals[r]), float(free - arrivals[r]))
 '''),
-        "nearest measured point instead of a linear read": '''
-def diagnose_first_token(ttft_s, prompt_tokens, idle_ttft_curve):
-    nearest = min(idle_ttft_curve, key=lambda point: abs(point - prompt_tokens))
-    prefill_s = float(idle_ttft_curve[nearest])
-    queue_s = max(0.0, float(ttft_s) - prefill_s)
-    return {"prefill_s": prefill_s, "queue_s": queue_s,
-            "cause": "prefill" if prefill_s >= queue_s else "queueing"}
-''',
+        "TTFT measured from the prefill's start, not the arrival": _fifo('''
+free = -math.inf
+for r in sorted(range(len(arrivals)), key=lambda r: arrivals[r]):
+    start = max(arrivals[r], free)
+    free = start + prefill_s[r]
+    result[r] = (float(start - arrivals[r]), float(free - start))
+'''),
+        "the wait counted until the first token, prefill included": _fifo('''
+free = -math.inf
+for r in sorted(range(len(arrivals)), key=lambda r: arrivals[r]):
+    start = max(arrivals[r], free)
+    free = start + prefill_s[r]
+    result[r] = (float(free - arrivals[r]), float(free - arrivals[r]))
+'''),
+        "shortest prefill first among those waiting": _fifo('''
+pending, clock = set(range(len(arrivals))), -math.inf
+while pending:
+    clock = max(clock, min(arrivals[r] for r in pending))
+    ready = [r for r in pending if arrivals[r] <= clock]
+    r = min(ready, key=lambda r: (prefill_s[r], arrivals[r], r))
+    pending.remove(r)
+    start, clock = clock, clock + prefill_s[r]
+    result[r] = (float(start - arrivals[r]), float(clock - arrivals[r]))
+'''),
+        "ties broken by the longer prefill first": _fifo('''
+free = -math.inf
+for r in sorted(range(len(arrivals)), key=lambda r: (arrivals[r], -prefill_s[r])):
+    start = max(arrivals[r], free)
+    free = start + prefill_s[r]
+    result[r] = (float(start - arrivals[r]), float(free - arrivals[r]))
+'''),
         "hard-codes the visible answers": '''
-def diagnose_first_token(ttft_s, prompt_tokens, idle_ttft_curve):
-    if ttft_s == 2.0:
-        return {"prefill_s": 0.8, "queue_s": 1.2, "cause": "queueing"}
-    return {"prefill_s": 0.8, "queue_s": 0.1, "cause": "prefill"}
+def fifo_first_tokens(arrivals, prefill_s):
+    return [(0.0, 1.0), (0.9, 1.4), (0.0, 0.2)]
+''',
+    },
+    "ch06_stall_report": {
+        "the wait for the first token counted as a gap": _stall('''
+own = [arrivals[request]] + list(own)
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] < t[0] <= own[i + 1]]}
+'''),
+        "stallers found by their arrival, not their first token": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, a in enumerate(arrivals)
+                       if r != request and own[i] < a <= own[i + 1]]}
+'''),
+        "the gap's end excluded": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] < t[0] < own[i + 1]]}
+'''),
+        "the gap's start included (and with it the request's own first token)": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times) if own[i] <= t[0] <= own[i + 1]]}
+'''),
+        "the mean gap reported as the worst": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(sum(gaps) / len(gaps)), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] < t[0] <= own[i + 1]]}
+'''),
+        "the last of equal worst gaps, not the first": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = max(range(len(gaps)), key=lambda i: (gaps[i], i))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] < t[0] <= own[i + 1]]}
+'''),
+        "any token of another request in the gap, decode steps included": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and any(own[i] < x <= own[i + 1] for x in t)]}
+'''),
+        "the gap's start reported as the token that closed it": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i + 1]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] < t[0] <= own[i + 1]]}
+'''),
+        "hard-codes the visible answers": '''
+def stall_report(request, arrivals, token_times):
+    return {"worst_itl": 0.35, "gap_start": 0.65, "stalled_by": [1]}
 ''',
     },
 }
