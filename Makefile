@@ -68,7 +68,7 @@ test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 -m "not cache_size" tests
 	@for size in $(LLC_SIZES); do \
 	  echo "== tests marked cache_size at TEXTBOOK_LLC_BYTES=$$size"; \
-	  TEXTBOOK_LLC_BYTES=$$size $(VENV)/bin/pytest -n $(JOBS) --dist load --durations=5 \
+	  TEXTBOOK_LLC_BYTES=$$size $(VENV)/bin/pytest -n $(JOBS) --dist loadgroup --durations=5 \
 	    -m cache_size $(CACHE_TESTS) || exit 1; \
 	done
 	@# kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.

@@ -1,5 +1,11 @@
-"""JupyterLab in a real browser: for every chapter, nbgrader's Validate button reports the
-blank release as failing and the release filled with the solutions as passing.
+"""JupyterLab in a real browser: nbgrader's Validate button reports the blank release as
+failing and the release filled with the solutions as passing.
+
+The button's path (lab extension, server handler, the course config) is the same for every
+chapter, so it is pressed on two: chapter 1, and chapter 9, whose design problem's visible
+test is the slowest of the book, so its press shows the button waits long enough. What each
+chapter's verdict is, whole and hidden tests included, is checked for all of them by plain
+``nbgrader validate`` in tests/grading, and the cut and the filling below for all of them here.
 
 Validating runs the notebook. A test cell depends only on the setup cell and its own answer
 cell (CONTRIBUTING.md), so each notebook is cut to its nbgrader cells (setup, answers, tests,
@@ -21,6 +27,7 @@ from grading.build import RELEASE
 from grading.course import meta
 
 CHAPTERS = sorted(p.parent.name for p in RELEASE.glob("*/*.ipynb"))
+PRESSED = ["01_flops", "09_capstone"]
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +53,7 @@ def lab(tmp_path_factory, lab_server, lab_page):
     filled, cut to their graded cells."""
     assert CHAPTERS, "no release notebooks: run make release"
     folder = tmp_path_factory.mktemp("lab")
-    for chapter in CHAPTERS:
+    for chapter in PRESSED:
         nbformat.write(graded_cells(RELEASE / chapter / f"{chapter}.ipynb"),
                        folder / f"{chapter}-release.ipynb")  # fmt: skip
         nbformat.write(filled_with_solutions(chapter), folder / f"{chapter}-solved.ipynb")
@@ -94,7 +101,11 @@ def validate(lab, screenshot, notebook: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_pressed_chapters_exist():
+    assert set(PRESSED) <= set(CHAPTERS), (PRESSED, CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", PRESSED)
 def test_validate_button_fails_the_release_and_passes_the_solution(lab, screenshot, chapter):
     text = validate(lab, screenshot, f"{chapter}-release.ipynb")
     assert "failed" in text.lower() or "error" in text.lower(), text

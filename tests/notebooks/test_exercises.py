@@ -13,7 +13,9 @@ def test_every_chapter_has_at_least_four_exercises():
 
 @pytest.mark.parametrize("exercise", ALL, ids=lambda ex: ex.name)
 def test_solution_passes_visible_and_hidden(exercise):
-    run(exercise)
+    # Each part on its own: the hidden block must stand alone (the grader runs it so), and
+    # the slowest hidden tests (chapter 9's design problem) run once, not twice.
+    run(exercise, part="visible")
     run(exercise, part="hidden")
 
 
