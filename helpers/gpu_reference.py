@@ -34,8 +34,9 @@ the device's folder into one file (to carry it off a machine).
 Time budget: 8 minutes on an NVIDIA H200 (``BUDGET_S``). Each step gets its limit or what is
 left of the budget, whichever is less; a step with nothing left is recorded as not run.
 Expected seconds (``Step.expected_s``), worked out from the H200's datasheet (989 TFLOP/s bf16
-dense, 67 fp32, 4.8 TB/s; ``helpers.hardware``) and rates measured on one (about 790 TFLOP/s
-for an 8192³ bf16 GEMM and 4.3 TB/s for a copy): on CUDA every timed call of
+dense, 67 fp32, 4.8 TB/s; ``helpers.hardware``) and assumed achievable rates, not measured
+here (about 80% of the bf16 peak, 790 TFLOP/s, for an 8192³ GEMM, and 90% of the bandwidth,
+4.3 TB/s, for a copy; the manifest of a real run replaces them): on CUDA every timed call of
 ``timing.time_callable`` follows an L2 flush (a 120 MiB ``zero_``, ~38 µs at 3.3 TB/s) and
 costs ~25 µs of host time for its events, and a point takes at least 10 calls and
 ``min_run_time`` seconds *of timed calls*, so a point of kernel time t costs about
