@@ -144,6 +144,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
     ) -> KVCache:
         """An empty cache for ``batch`` sequences of up to ``capacity`` tokens each."""
+        cfg.require_dense("helpers.decoder's KV cache")
         for value, name in ((batch, "batch"), (capacity, "capacity")):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -251,6 +252,7 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
     ) -> PagedKVCache:
         """A zeroed pool of ``num_blocks`` blocks of ``block_size`` tokens for every layer."""
+        cfg.require_dense("helpers.decoder's paged KV cache")
         for value, name in ((num_blocks, "num_blocks"), (block_size, "block_size")):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -689,6 +691,9 @@ class Decoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        cfg.require_dense("helpers.decoder")
+        if cfg.qk_norm:
+            raise ValueError(f"{cfg.name}: this decoder has no q/k head norms (Qwen3's)")
         if not cfg.gated_mlp:
             raise ValueError(f"{cfg.name}: this decoder implements the gated (SwiGLU) MLP only")
         if cfg.head_dim % 2:  # RoPE rotates pairs of dimensions

@@ -21,6 +21,8 @@ __all__ = [
     "dtype_bytes",
     "weight_bytes",
     "kv_bytes_per_token",
+    "kv_width",
+    "experts_read",
     "kv_cache_bytes",
     "cached_tokens",
     "linear_bytes",
@@ -50,10 +52,21 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
     return _bytes(param_count(cfg), dtype)
 
 
+def kv_width(cfg: ModelConfig) -> int:
+    """Values one token adds to one layer's cache: K and V of each key/value head, or under
+    latent attention the latent and the shared rotary key, ``kv_lora_rank`` +
+    ``qk_rope_head_dim`` (chapter 10)."""
+    if cfg.is_mla:
+        return cfg.kv_lora_rank + cfg.qk_rope_head_dim
+    return 2 * cfg.kv_dim
+
+
 def kv_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
     """κ: bytes one token adds to the KV cache, 2 (K and V) · layers · kv heads · head_dim ·
-    bytes. It follows the *key/value* heads: GQA shrinks it by n_q / n_kv (chapter 2)."""
-    return _bytes(2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim, dtype)
+    bytes. It follows the *key/value* heads: GQA shrinks it by n_q / n_kv (chapter 2).
+    Latent attention caches layers · (``kv_lora_rank`` + ``qk_rope_head_dim``) values
+    (``kv_width``; chapter 10)."""
+    return _bytes(cfg.layers * kv_width(cfg), dtype)
 
 
 def cached_tokens(cfg: ModelConfig, tokens: int) -> int:
@@ -82,6 +95,15 @@ def linear_bytes(m: int, k: int, n: int, dtype: str = "bf16") -> int:
     return _bytes(m * k + k * n + m * n, dtype)
 
 
+def experts_read(cfg: ModelConfig, tokens: int) -> int:
+    """Routed experts whose weights one MoE layer reads for ``tokens`` tokens (chapter 10):
+    min(n_experts, tokens · experts_per_token), as many as the tokens can reach, which a
+    router trained to balance its load approaches; 0 for a dense model. One decode token
+    reads ``experts_per_token`` experts; a large enough batch reads them all."""
+    non_negative_int(tokens, "tokens")
+    return min(cfg.n_experts, tokens * cfg.experts_per_token)
+
+
 def forward_bytes(
     cfg: ModelConfig,
     new_tokens: int,
@@ -96,24 +118,68 @@ def forward_bytes(
     read Q, read the K and V cache (``context + new_tokens`` tokens, or the sliding window),
     write the new K and V, write the output. ``embedding``: the looked-up rows. The common
     interview answer counts only weights and the KV cache; this is the better number.
+
+    A MoE layer (chapter 10) reads the router, the weights of ``experts_read`` routed
+    experts and the shared experts; each token's activations go in and out of each of its
+    experts. Latent attention is counted in the absorbed form (``forward_flops``' default):
+    ``kv_b`` reads its weights once and turns each new query's no-rope part into the latent
+    space and each head's output back; attention reads those queries, the cached latents
+    (``kv_width``), writes the new latent and its output, ``kv_lora_rank`` wide a head.
     """
     positive_int(new_tokens, "new_tokens")
     non_negative_int(context, "context")
     positive_int(batch, "batch")
     one_of(logits, ("all", "last"), "logits")
     tokens = batch * new_tokens
-    traffic = {
-        name: cfg.layers * linear_bytes(tokens, k, n, dtype)
-        for name, (k, n) in cfg.linear_shapes().items()
-        if name != "lm_head"
-    }
-    q_and_out = 2 * tokens * cfg.q_dim
-    kv_read = batch * 2 * cached_tokens(cfg, context + new_tokens) * cfg.kv_dim
-    kv_write = 2 * tokens * cfg.kv_dim
-    traffic["attention"] = cfg.layers * _bytes(q_and_out + kv_read + kv_write, dtype)
+    d, layers = cfg.hidden, cfg.layers
+    cached = batch * cached_tokens(cfg, context + new_tokens)
+    traffic: dict[str, int] = {}
+    if cfg.is_mla:
+        h, latent, rope = cfg.n_q_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+        if cfg.q_lora_rank:
+            traffic["q_a"] = layers * linear_bytes(tokens, d, cfg.q_lora_rank, dtype)
+            traffic["q_b"] = layers * linear_bytes(tokens, cfg.q_lora_rank, cfg.q_dim, dtype)
+        else:
+            traffic["q"] = layers * linear_bytes(tokens, d, cfg.q_dim, dtype)
+        traffic["kv_a"] = layers * linear_bytes(tokens, d, latent + rope, dtype)
+        weights = latent * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+        # In: the queries' no-rope parts and the heads' latent outputs; out: both turned.
+        turned = tokens * h * (cfg.qk_nope_head_dim + latent + latent + cfg.v_head_dim)
+        traffic["kv_b"] = layers * _bytes(weights + turned, dtype)
+        traffic["o"] = layers * linear_bytes(tokens, h * cfg.v_head_dim, d, dtype)
+        width = kv_width(cfg)
+        q_and_out = tokens * h * (latent + rope) + tokens * h * latent
+        attention = _bytes(q_and_out + cached * width + tokens * width, dtype)
+    else:
+        for name, width in (("q", cfg.q_dim), ("k", cfg.kv_dim), ("v", cfg.kv_dim)):
+            traffic[name] = layers * linear_bytes(tokens, d, width, dtype)
+        traffic["o"] = layers * linear_bytes(tokens, cfg.q_dim, d, dtype)
+        q_and_out = 2 * tokens * cfg.q_dim
+        kv_read = cached * 2 * cfg.kv_dim
+        kv_write = 2 * tokens * cfg.kv_dim
+        attention = _bytes(q_and_out + kv_read + kv_write, dtype)
+    dense, moe = layers - cfg.moe_layers, cfg.moe_layers
+    if dense:
+        f = cfg.intermediate
+        if cfg.gated_mlp:
+            traffic["gate"] = dense * linear_bytes(tokens, d, f, dtype)
+        traffic["up"] = dense * linear_bytes(tokens, d, f, dtype)
+        traffic["down"] = dense * linear_bytes(tokens, f, d, dtype)
+    if moe:
+        f = cfg.expert_intermediate
+        traffic["router"] = moe * linear_bytes(tokens, d, cfg.n_experts, dtype)
+        # Gate and up read d and write f per routed token, down reads f and writes d.
+        routed = tokens * cfg.experts_per_token
+        traffic["experts"] = moe * _bytes(
+            experts_read(cfg, tokens) * 3 * d * f + routed * 3 * (d + f), dtype)
+        if cfg.shared_experts:
+            shared = cfg.shared_experts * f
+            up_and_gate = 2 * linear_bytes(tokens, d, shared, dtype)
+            traffic["shared_experts"] = moe * (up_and_gate + linear_bytes(tokens, shared, d, dtype))
+    traffic["attention"] = layers * attention
     head_tokens = tokens if logits == "all" else batch
-    traffic["lm_head"] = linear_bytes(head_tokens, cfg.hidden, cfg.vocab, dtype)
-    traffic["embedding"] = _bytes(tokens * cfg.hidden, dtype)
+    traffic["lm_head"] = linear_bytes(head_tokens, d, cfg.vocab, dtype)
+    traffic["embedding"] = _bytes(tokens * d, dtype)
     return traffic
 
 

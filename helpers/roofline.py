@@ -84,6 +84,7 @@ def batched_decode_intensity(
     """
     positive_int(batch, "batch")
     positive_int(context, "context")
+    cfg.require_dense("batched_decode_intensity (N parameters, all used by every token)")
     n = param_count(cfg)
     kappa = kv_bytes_per_token(cfg, dtype)
     return 2 * n * batch / (n * dtype_bytes(dtype) + batch * kappa * context)
@@ -195,6 +196,7 @@ def critical_batch_aggregate(
     when the saturation value 2N/(κS) stays below it: by this model decode never turns
     compute-bound (chapter 3)."""
     non_negative_int(context, "context")
+    cfg.require_dense("critical_batch_aggregate (N parameters, all used by every token)")
     ridge = ridge_point(hw, dtype)
     n, b, kappa = param_count(cfg), dtype_bytes(dtype), kv_bytes_per_token(cfg, dtype)
     denominator = 2 * n - ridge * kappa * context

@@ -117,6 +117,7 @@ def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
     (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
     (scores and weighted sum, 4 × layers × q heads × head_dim × context), peak and bandwidth."""
     positive_int(context, "context")
+    cfg.require_dense("verify_costs")
     return {
         "weight_bytes": float(weight_bytes(cfg, dtype)),
         "linear_flops": float(2 * param_count(cfg)),

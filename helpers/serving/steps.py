@@ -75,6 +75,8 @@ class RooflineSteps:
     """
 
     def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16") -> None:
+        # A MoE's expert bytes are not affine in the step's tokens (helpers.memory.experts_read).
+        cfg.require_dense("the serving simulator's step model")
         self.cfg, self.hw, self.dtype = cfg, hw, dtype
         # Each count is affine in the tokens of the step, so two calls of the flops and
         # memory functions give its intercept and slope, and a step costs a few products

@@ -88,6 +88,7 @@ def attention_share(
     """Attention's share of one decode step's FLOPs for ``preset``, at ``context`` and over
     ``contexts`` (the chosen context is added to the curve if it is not on it)."""
     cfg = models.get(preset)
+    cfg.require_dense("attention_share")
     positive_int(context, "context")
     for value in contexts:
         positive_int(value, "each of contexts")
