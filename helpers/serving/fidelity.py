@@ -27,7 +27,8 @@ from helpers.serving.metrics import Result
 from helpers.serving.steps import FittedSteps, Step
 from helpers.serving.trace import poisson_trace
 
-__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_steps", "fidelity", "report"]
+__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_steps", "fidelity", "report",
+           "worst_error", "resimulate"]
 
 LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
 METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
@@ -117,7 +118,8 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
              model=None) -> dict:  # fmt: skip
     """Run the whole check; returns the fit (``"fitted"``, a ``FittedSteps``, and its
     error), the capacity and per load the measured and simulated figures and step counts
-    (``report`` prints them)."""
+    (``report`` prints them), and the compared traces and policy (``resimulate`` reruns
+    them on another step model)."""
     from helpers.serving.real import serve_real
 
     begin = time.perf_counter()
@@ -135,7 +137,7 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
     # cache's size and layout, which a profile in isolation does not have).
     fitted = FittedSteps.fit(profiled + _own_steps(burst))
     fit_error = max(abs(fitted(step) / seconds - 1) for step, seconds in profiled)
-    rows, overheads, stalls = {}, {}, {}
+    rows, overheads, stalls, traces = {}, {}, {}, {}
     for k, share in enumerate(loads):
         # Just before each compared run, a short calibration run at the same load, on
         # another draw: its forwards join the fit (the small, mixed batches of that load as
@@ -160,12 +162,32 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
         real = serve_real(trace, model, memory, **policy)
         sim = simulate(trace, model_k, memory, **policy)
         rows[share] = (figures(real), figures(sim), real.steps, sim.steps)
+        traces[share] = trace
     return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
-            "fitted": fitted,
+            "fitted": fitted, "traces": traces, "policy": policy,
             "overheads": overheads, "stalls": stalls,
             "model": model.cfg.name, "device": str(next(model.parameters()).device),
             "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
             "seconds": time.perf_counter() - begin}  # fmt: skip
+
+
+def _worst(pairs) -> float:
+    """The largest |sim/real - 1| over (real figures, simulated figures) pairs."""
+    return max(abs(sim[name] / real[name] - 1) for real, sim in pairs for name in METRICS)
+
+
+def worst_error(run: dict) -> float:
+    """The worst |sim/real - 1| of a ``fidelity`` run, over its loads and figures."""
+    return _worst((real, sim) for real, sim, *_ in run["rows"].values())
+
+
+def resimulate(run: dict, steps) -> float:
+    """The worst |sim/real - 1| of ``run``'s real runs against the very same traces
+    simulated again with another step-time model ``steps`` (chapter 8: the roofline, with
+    and without a per-step constant)."""
+    memory = run["work"].memory()
+    return _worst((run["rows"][share][0], figures(simulate(trace, steps, memory, **run["policy"])))
+                  for share, trace in run["traces"].items())  # fmt: skip
 
 
 def _own_steps(result: Result) -> list[tuple[Step, float]]:
@@ -194,15 +216,14 @@ def report(run: dict) -> str:
              + " a step (added to the fit), time scaled for stalls by "
              + ", ".join(f"{f:.3f}" for f in run["stalls"].values()),
              f"{'load':>5} {'figure':<11}{'measured':>11}{'simulated':>11}{'sim/real':>9}"]
-    worst = 0.0
     for share, (real, sim, real_steps, sim_steps) in run["rows"].items():
         for name in METRICS:
             ratio = sim[name] / real[name]
-            worst = max(worst, abs(ratio - 1))
             unit, scale = ("tok/s", 1) if name == "throughput" else ("ms", 1e3)
             lines.append(f"{share:>5.0%} {name:<11}{real[name] * scale:>8.2f} {unit:<3}"
                          f"{sim[name] * scale:>8.2f}   {ratio:>7.2f}x")  # fmt: skip
         lines.append(f"{'':>5} steps: real {real_steps}, simulated {sim_steps}")
+    worst = worst_error(run)
     verdict = "within" if worst <= TOLERANCE else "NOT within"
     lines.append(f"worst |sim/real - 1| = {worst:.1%}: {verdict} the {TOLERANCE:.0%} target; "
                  f"{run['seconds']:.0f} s in all")  # fmt: skip

@@ -6,6 +6,7 @@ toy linear model for hand-worked examples (``LinearSteps``), or any callable on 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -72,12 +73,21 @@ class RooflineSteps:
     ``latency.prefill_time``. For measured ceilings pass a chip built from chapter 4's
     figures, e.g. ``dataclasses.replace(hw, peak_flops={"bf16": p}, bandwidth=b)``.
     A sliding window is not modelled: the cache is treated as full (chapters 7 and 8).
+    ``step_overhead_s``: seconds added once to every step, whatever it carries, for what the
+    roofline does not count: the fixed cost of launching each of the step's kernels
+    (chapter 8: kernels per step × seconds per kernel, ``helpers.launches``). Default 0.
     """
 
-    def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16") -> None:
+    def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16",
+                 step_overhead_s: float = 0.0) -> None:  # fmt: skip
         # A MoE's expert bytes are not affine in the step's tokens (helpers.memory.experts_read).
         cfg.require_dense("the serving simulator's step model")
         self.cfg, self.hw, self.dtype = cfg, hw, dtype
+        if (isinstance(step_overhead_s, bool) or not isinstance(step_overhead_s, (int, float))
+                or not 0 <= step_overhead_s < math.inf):
+            raise ValueError(f"step_overhead_s must be a finite number of seconds >= 0, "
+                             f"got {step_overhead_s!r}")  # fmt: skip
+        self.step_overhead_s = float(step_overhead_s)
         # Each count is affine in the tokens of the step, so two calls of the flops and
         # memory functions give its intercept and slope, and a step costs a few products
         # rather than a count over every layer (the simulator times ~10⁵ steps).
@@ -116,7 +126,7 @@ class RooflineSteps:
         return max(flops / self._peak, moved / self._bandwidth)
 
     def __call__(self, step: Step) -> float:
-        seconds = self._weights(step.tokens, step.heads)
+        seconds = self.step_overhead_s + self._weights(step.tokens, step.heads)
         if step.prefill:
             keys = sum(attended_keys(tokens, context, "causal") for tokens, context in step.prefill)
             tokens = sum(tokens for tokens, _ in step.prefill)
@@ -148,7 +158,7 @@ class RooflineSteps:
         """``steps`` decode steps at once: attention's FLOPs and bytes are affine in the
         context, so when the first and last steps are bound by the same term every step
         between is too, and its time is affine in the step index."""
-        weights = self._weights(batch, batch)
+        weights = self.step_overhead_s + self._weights(batch, batch)
 
         def attention(total: int) -> RooflineTime:
             flops = self._per_key * (total + batch)
