@@ -59,6 +59,9 @@ outputs: env
 # Tests whose outcome depends on the size of the cache a benchmark must defeat (marker
 # cache_size): run at a laptop's 8 MiB, a server's 260 MiB and a 1 GiB L3
 # (TEXTBOOK_LLC_BYTES), instead of once at the host's size.
+# --dist loadfile there: chapters 4 and 5 whole (one file) take one worker while the other
+# makes the GPU script's tiny run once and runs the rest (by test, both workers would wait
+# on that run; pytest-xdist 3.8's loadgroup does not group under pytest 9).
 LLC_SIZES ?= 8MiB 260MiB 1GiB
 CACHE_TESTS := tests/helpers/test_timing.py tests/helpers/test_ceilings.py \
   tests/helpers/test_bench.py tests/helpers/test_gpu_reference.py \
@@ -68,7 +71,7 @@ test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 -m "not cache_size" tests
 	@for size in $(LLC_SIZES); do \
 	  echo "== tests marked cache_size at TEXTBOOK_LLC_BYTES=$$size"; \
-	  TEXTBOOK_LLC_BYTES=$$size $(VENV)/bin/pytest -n $(JOBS) --dist loadgroup --durations=5 \
+	  TEXTBOOK_LLC_BYTES=$$size $(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=5 \
 	    -m cache_size $(CACHE_TESTS) || exit 1; \
 	done
 	@# kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.

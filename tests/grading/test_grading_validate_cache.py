@@ -10,14 +10,6 @@ from validate_support import CACHE_CHAPTERS, check_chapter_validates
 pytestmark = pytest.mark.cache_size
 
 
-# The matrix's two long chains, one per worker (``make test`` runs it with ``--dist
-# loadgroup``): chapter 5 whole on one; chapter 4 whole beside the GPU script's tiny run
-# (tests/helpers/test_gpu_reference.py) on the other, where a worker would otherwise wait
-# on the lock while another made that run.
-GROUPS = {"04_timing": "edition_and_chapter_4", "05_matmuls": "chapter_5"}
-
-
-@pytest.mark.parametrize(
-    "chapter", [pytest.param(c, marks=pytest.mark.xdist_group(GROUPS[c])) for c in CACHE_CHAPTERS])
+@pytest.mark.parametrize("chapter", CACHE_CHAPTERS)
 def test_measuring_chapter_validates_whole_and_release_fails_every_test(chapter, tmp_path):
     check_chapter_validates(chapter, tmp_path, whole_source=True)

@@ -59,7 +59,6 @@ def _stamp_is_this_run(found: dict[str, str]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_every_chapter_file_is_written_and_stamped(edition: Path):
     for chapter in gpu_edition.CHAPTERS:
         data = json.loads((edition / f"{chapter}.json").read_text())
@@ -72,7 +71,6 @@ def test_every_chapter_file_is_written_and_stamped(edition: Path):
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_each_step_measured_what_its_chapter_shows(edition: Path):
     timing_data = json.loads((edition / "04_timing.json").read_text())
     assert set(timing_data["ceilings"]["matmul_flops"]) == {"fp32", "bf16"}  # no fp16 on a CPU
@@ -93,7 +91,6 @@ def test_each_step_measured_what_its_chapter_shows(edition: Path):
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_the_manifest_records_every_step(edition: Path):
     manifest = json.loads((edition / "manifest.json").read_text())
     _stamp_is_this_run(manifest["stamp"])
@@ -110,7 +107,6 @@ def test_the_manifest_records_every_step(edition: Path):
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_the_executed_notebook_ran_on_this_device(edition: Path):
     nb = nbformat.read(edition / gpu_edition.NOTEBOOKS / f"{EXECUTED}.ipynb", as_version=4)
     _stamp_is_this_run(nb.metadata["gpu_edition"])
@@ -123,7 +119,6 @@ def test_the_executed_notebook_ran_on_this_device(edition: Path):
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_the_pack_holds_the_edition(edition: Path):
     with tarfile.open(edition.parent / "edition.tar.gz") as tar:
         names = set(tar.getnames())
@@ -146,7 +141,6 @@ def shell():
 
 @pytest.mark.slow
 @pytest.mark.cache_size  # the run defeats the cache at the size in force
-@pytest.mark.xdist_group("edition_and_chapter_4")  # see test_grading_validate_cache.py
 def test_show_edition_prints_the_figures_and_displays_the_png(edition: Path, shell):
     for chapter in gpu_edition.CHAPTERS:
         found = gpu_edition.editions(chapter, root=edition.parent)
