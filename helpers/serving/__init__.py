@@ -7,7 +7,8 @@ The package follows the rooms of a serving system:
   reservation per request as the systems before it), and the cost of moving a cache;
 - ``scheduler``: the static, continuous and chunked policies, and the block manager that
   admits, grows, shares (prefix reuse) and preempts (by recompute) what each sequence holds;
-- ``steps``: step-time models (the roofline, tables measured on a device);
+- ``steps``: step-time models (the roofline, tables measured on a device), and wrappers that
+  watch a run's steps (``WorstStall``, ``PhaseShare``);
 - ``engine``: the simulated engine, the scheduler's steps on a virtual clock
   (``simulate``, ``simulate_disaggregated``);
 - ``metrics``: TTFT, TPOT, ITL, SLO attainment and goodput (``Result``);
@@ -48,7 +49,14 @@ from helpers.serving.spec import (
     spec_tpot,
     verify_costs,
 )
-from helpers.serving.steps import LinearSteps, RooflineSteps, Step, TableSteps
+from helpers.serving.steps import (
+    LinearSteps,
+    PhaseShare,
+    RooflineSteps,
+    Step,
+    TableSteps,
+    WorstStall,
+)
 from helpers.serving.studies import kv_usage_study
 from helpers.serving.trace import Request, check_trace, poisson_trace
 
@@ -61,6 +69,8 @@ __all__ = [
     "RooflineSteps",
     "TableSteps",
     "LinearSteps",
+    "WorstStall",
+    "PhaseShare",
     "KVMemory",
     "kv_capacity_tokens",
     "kv_transfer_seconds",

@@ -341,3 +341,54 @@ class FittedSteps:
         first = self(Step((), batch, context, batch))
         per_key = self.coefficients[FEATURES.index("decode_key")]
         return first + per_key * batch * np.arange(steps)
+
+
+# ----------------------------------------------------------------- watching a run's steps
+
+
+class WorstStall:
+    """A step model that times steps with ``model`` and remembers the longest step that
+    carried decodes (``worst``, seconds): the longest a decoding stream waited between two
+    tokens because its step also did other work (chapter 8's chunked prefill)."""
+
+    def __init__(self, model: Callable[[Step], float]) -> None:
+        self.model, self.worst = model, 0.0
+
+    def __call__(self, step: Step) -> float:
+        seconds = self.model(step)
+        if step.decode:
+            self.worst = max(self.worst, seconds)
+        return seconds
+
+    def decode_run(self, batch: int, context: int, count: int) -> np.ndarray:
+        """Decode-only stretches, timed at once by the wrapped model (the engine asks)."""
+        seconds = self.model.decode_run(batch, context, count)
+        self.worst = max(self.worst, float(np.max(seconds)))
+        return seconds
+
+
+class PhaseShare:
+    """A step model that splits decoding streams' waiting into the decode work of their
+    steps and the rest (the prefill work that shared those steps: chapter 8's stalls).
+
+    For each step with decodes, ``total_wait`` grows by the step's time per decoding stream
+    and ``decode_wait`` by the time the same decodes take alone; ``decode_wait /
+    total_wait`` is the share of TPOT that decode work explains (chapter 9)."""
+
+    def __init__(self, model: Callable[[Step], float]) -> None:
+        self.model, self.decode_wait, self.total_wait = model, 0.0, 0.0
+
+    def __call__(self, step: Step) -> float:
+        seconds = self.model(step)
+        if step.decode:
+            alone = self.model(Step((), step.decode, step.decode_context, step.decode))
+            self.decode_wait += alone * step.decode
+            self.total_wait += seconds * step.decode
+        return seconds
+
+    def decode_run(self, batch: int, context: int, count: int) -> np.ndarray:
+        """Decode-only stretches: all of their time is decode work."""
+        seconds = self.model.decode_run(batch, context, count)
+        self.decode_wait += float(np.sum(seconds)) * batch
+        self.total_wait += float(np.sum(seconds)) * batch
+        return seconds
