@@ -40,6 +40,7 @@ from torch import nn
 from helpers import tensor_parallel
 from helpers.decoder import Decoder, random_decoder
 from helpers.models import ModelConfig
+from helpers.timing import median_and_iqr
 
 __all__ = ["RankError", "TPRun", "TPBenchmark", "shard_decoder", "reference_decoder",
            "run_tensor_parallel", "benchmark"]
@@ -413,13 +414,6 @@ class TPBenchmark:
     single_step: float
 
 
-def _median_iqr(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return statistics.median(values), q3 - q1
-
-
 def benchmark(
     cfg: ModelConfig,
     ranks: int = 2,
@@ -443,9 +437,9 @@ def benchmark(
     run = run_tensor_parallel(cfg, ranks, prompt, decode, seed=seed, warmup=warmup,
                               allreduce_sizes=sizes, timeout=timeout)  # fmt: skip
     steps_s, reduces = run.step_seconds[0], run.allreduce_seconds[0]
-    step, step_iqr = _median_iqr(steps_s)
-    allreduce, allreduce_iqr = _median_iqr(reduces)
-    share, share_iqr = _median_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
+    step, step_iqr = median_and_iqr(steps_s)
+    allreduce, allreduce_iqr = median_and_iqr(reduces)
+    share, share_iqr = median_and_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
     times = run.allreduce_times
     fitted = tensor_parallel.fit_ring(list(times), list(times.values()), ranks,
                                       f"gloo on loopback, {ranks} processes")  # fmt: skip
@@ -453,7 +447,7 @@ def benchmark(
     # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
     exchanges = [sum(min(calls) for calls in zip(*per_rank, strict=True))
                  for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip
-    exchange, exchange_iqr = _median_iqr(exchanges)
+    exchange, exchange_iqr = median_and_iqr(exchanges)
     exchange_share = statistics.median(e / s for e, s in zip(exchanges, steps_s, strict=True))
     single = _single_step(cfg, prompt, decode, seed, warmup)
     return TPBenchmark(run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr, fitted,
