@@ -24,6 +24,7 @@ __all__ = [
     "gemm_knee",
     "ridge_point",
     "roof",
+    "bound_time",
     "attainable_flops",
     "RooflineTime",
     "roofline_time",
@@ -141,16 +142,27 @@ class RooflineTime:
     bound: str
 
 
+def bound_time(
+    flops: float, bytes_moved: float, peak: float, bandwidth: float
+) -> RooflineTime:
+    """The roofline's time, the one place it is computed: max(FLOPs / peak, bytes /
+    bandwidth), labelled by which term wins, a tie going to compute (chapter 3). ``peak``
+    and ``bandwidth`` are FLOP/s and B/s: a datasheet's or a device's measured ceilings."""
+    if flops < 0 or bytes_moved < 0 or flops + bytes_moved == 0:
+        raise ValueError("flops and bytes must be >= 0 and not both zero")
+    if not (peak > 0 and bandwidth > 0):
+        raise ValueError(f"peak and bandwidth must be positive, got {peak} and {bandwidth}")
+    compute = flops / peak
+    memory = bytes_moved / bandwidth
+    bound = "compute" if compute >= memory else "memory"
+    return RooflineTime(max(compute, memory), compute, memory, bound)
+
+
 def roofline_time(
     flops: float, bytes_moved: float, hw: HardwareSpec, dtype: str = "bf16"
 ) -> RooflineTime:
-    """max(FLOPs / peak, bytes / bandwidth), labelled by which term wins (chapter 3)."""
-    if flops < 0 or bytes_moved < 0 or flops + bytes_moved == 0:
-        raise ValueError("flops and bytes must be >= 0 and not both zero")
-    compute = flops / hw.peak(dtype)
-    memory = bytes_moved / hw.bandwidth
-    bound = "compute" if compute >= memory else "memory"
-    return RooflineTime(max(compute, memory), compute, memory, bound)
+    """``bound_time`` on a chip of the table at a dtype's peak (chapter 3)."""
+    return bound_time(flops, bytes_moved, hw.peak(dtype), hw.bandwidth)
 
 
 def decode_split(
@@ -232,9 +244,7 @@ def predicted_time(
     """Roofline seconds of y[m×n] = x[m×k]·W on a device whose measured ceilings are ``peak``
     FLOP/s and ``bandwidth`` B/s (chapter 5): max(2mkn / peak, b(mk + kn + mn) / bandwidth).
     The knee of the same shape is ``gemm_knee(k, n, peak / bandwidth, dtype)``."""
-    if peak <= 0 or bandwidth <= 0:
-        raise ValueError(f"peak and bandwidth must be positive, got {peak} and {bandwidth}")
-    return max(matmul_flops(m, k, n) / peak, linear_bytes(m, k, n, dtype) / bandwidth)
+    return bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth).seconds
 
 
 # Chapter 7: weight-only quantization (int8/int4 weights, bf16 activations).
