@@ -297,7 +297,8 @@ def measure_latency(device: str, size: Size) -> dict[str, Any]:
     import torch
 
     from helpers import ceilings, flops, latency, memory, timing
-    from helpers.decoder import KVCache, random_decoder
+    from helpers.decoder.kv_cache import KVCache
+    from helpers.decoder.model import random_decoder
 
     dtype = _dtype(device)
     torch.set_grad_enabled(False)
@@ -390,7 +391,8 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     import torch
 
     from helpers import ceilings, latency, memory, roofline, timing
-    from helpers.decoder import KVCache, random_decoder
+    from helpers.decoder.kv_cache import KVCache
+    from helpers.decoder.model import random_decoder
 
     dtype, cfg, context = _dtype(device), size.batch_model, size.batch_context
     torch.set_grad_enabled(False)

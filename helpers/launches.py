@@ -14,7 +14,7 @@ bytes only, so where a step is short this cost can be a large part of it.
   kernel calls inside). Views and bare allocations are left out: they change metadata or
   reserve memory and launch no kernel. On a GPU most counted operators launch one kernel;
   a few launch several, and an engine with fused kernels launches fewer.
-- ``decode_step_ops``: one decode step of ``helpers.decoder``'s ``forward_paged`` (what the
+- ``decode_step_ops``: one decode step of the decoder's ``forward_paged`` (what the
   serving engine runs), split into the host's index plan and the layers.
 - ``same_ops_config``: a config with a model's layers, heads and flags but tiny widths,
   which dispatches the same operators (a count does not depend on widths): Qwen2.5-0.5B's
@@ -36,7 +36,7 @@ from helpers import timing
 from helpers._validate import non_negative_int, positive_int
 
 if TYPE_CHECKING:
-    from helpers.decoder import Decoder
+    from helpers.decoder.model import Decoder
     from helpers.models import ModelConfig
 
 __all__ = ["NO_KERNEL", "StepOps", "count_ops", "decode_step_ops", "same_ops_config",
@@ -97,7 +97,7 @@ def decode_step_ops(model: Decoder, batch: int = 1, context: int = 64,
     One step runs first, uncounted (a first call may take paths a later one does not)."""
     import torch
 
-    from helpers.decoder import PagedEntry, _paged_plan
+    from helpers.decoder.paged_step import PagedEntry, paged_plan
 
     positive_int(batch, "batch")
     non_negative_int(context, "context")
@@ -112,7 +112,7 @@ def decode_step_ops(model: Decoder, batch: int = 1, context: int = 64,
     with torch.no_grad():
         model.forward_paged(entries, cache)
         step = count_ops(model.forward_paged, entries, cache)
-        plan = count_ops(_paged_plan, entries, cache, model.cfg, device)
+        plan = count_ops(paged_plan, entries, cache, model.cfg, device)
     return StepOps(plan=plan, model=step - plan)
 
 

@@ -1,6 +1,6 @@
 """The book's decoder sharded over T processes with torch.distributed (chapter 10).
 
-``shard_decoder`` cuts a ``helpers.decoder.Decoder`` Megatron-style (the arithmetic and its
+``shard_decoder`` cuts a ``helpers.decoder.model.Decoder`` Megatron-style (the arithmetic and its
 cost are ``helpers.tensor_parallel``): rank r keeps query heads, KV heads and intermediate
 columns r/T … (r + 1)/T of q, k, v, gate and up (their rows, and q/k/v's biases), the
 matching input columns of o and down, and an all-reduce (sum) after o and after down makes
@@ -38,7 +38,7 @@ import torch.distributed as dist
 from torch import nn
 
 from helpers import tensor_parallel
-from helpers.decoder import Decoder, random_decoder
+from helpers.decoder.model import Decoder, random_decoder
 from helpers.models import ModelConfig
 from helpers.timing import median_and_iqr
 

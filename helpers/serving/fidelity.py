@@ -2,7 +2,7 @@
 
 As Vidur (Agrawal et al., MLSys 2024) and LLMServingSim validate their simulators against
 vLLM, this checks ``simulate`` against ``real.serve_real`` on this machine: profile the
-chapter 6 decoder's ragged steps briefly (``decoder.profile_step_times``), measure the real
+chapter 6 decoder's ragged steps briefly (``profile_step_times``), measure the real
 engine's capacity on a burst, fit a step-time model to the profiled steps and the burst's own
 (``steps.FittedSteps``); then at about 30%, 60% and 90% of that capacity, refit it with a
 short calibration run's steps at that load, run the engine on a Poisson trace (another
@@ -65,7 +65,7 @@ def fidelity_setup(device: str | None = None):
     import torch
 
     from helpers import models, timing
-    from helpers.decoder import random_decoder
+    from helpers.decoder.model import random_decoder
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     preset = models.get("Qwen2.5-0.5B")
@@ -88,8 +88,8 @@ def _profile_shapes(work: Workload) -> list[tuple[int, int, int, int, bool]]:
 
 
 def profile_steps(model, work: Workload, repeats: int = 5) -> list[tuple[Step, float]]:
-    """(Step, median seconds) of each profiled shape (``decoder.profile_step_times``)."""
-    from helpers.decoder import profile_step_times
+    """(Step, median seconds) of each profiled shape (``decoder.step_times.profile_step_times``)."""
+    from helpers.decoder.step_times import profile_step_times
 
     blocks = max(-(-(c + p) // work.block_size) + b * -(-(ctx + 1) // work.block_size)
                  for p, b, ctx, c, _ in _profile_shapes(work))  # fmt: skip

@@ -30,7 +30,7 @@ __all__ = ["serve_real"]
 @torch.no_grad()
 def serve_real(
     trace: Sequence[Request],
-    model,  # helpers.decoder.Decoder (imported lazily: serving does not need torch models)
+    model,  # helpers.decoder.model.Decoder (imported lazily: serving does not need torch models)
     memory: KVMemory,
     policy: str = "continuous",
     max_batch: int = 256,

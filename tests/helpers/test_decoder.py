@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from helpers.decoder import Decoder
+from helpers.decoder.model import Decoder
 from helpers.models import ModelConfig
 from helpers.notebook import pick_device, setup
 
@@ -51,7 +51,7 @@ def _two_attention_layers(q, k, v, mask, positions):
     that broke the first round shows in the real rows of the second (0 × NaN)."""
     import torch.nn.functional as F
 
-    from helpers.decoder import rotate
+    from helpers.decoder.rope import rotate
 
     x = v
     for _ in range(2):
@@ -61,7 +61,7 @@ def _two_attention_layers(q, k, v, mask, positions):
 
 
 def test_padded_prefill_gives_each_prompt_what_it_gets_alone():
-    from helpers.decoder import padded_prefill
+    from helpers.decoder.masks import padded_prefill
 
     torch.manual_seed(0)
     lengths = torch.tensor([5, 1, 3, 5])

@@ -11,7 +11,9 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import flops
-from helpers.decoder import Decoder, KVCache, left_pad, random_decoder
+from helpers.decoder.kv_cache import KVCache
+from helpers.decoder.masks import left_pad
+from helpers.decoder.model import Decoder, random_decoder
 from helpers.models import ModelConfig
 
 REL = 1e-4

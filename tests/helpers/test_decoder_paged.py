@@ -1,4 +1,5 @@
-"""The paged, ragged forward pass: what ``Decoder.forward`` computes, whatever the blocks.
+"""The paged, ragged forward pass (``helpers.decoder.paged_step``): what ``Decoder.forward``
+computes, whatever the blocks.
 
 Tiny random models (Qwen2-style GQA with biases, Mistral-style GQA with a 5-token window,
 Llama-style MHA with rope scaling) run the same tokens through ``Decoder.forward`` (one
@@ -12,16 +13,9 @@ import itertools
 import pytest
 import torch
 
-from helpers.decoder import (
-    DECODE_GROUP_FILL,
-    Decoder,
-    PagedEntry,
-    PagedEntryError,
-    PagedKVCache,
-    StepShape,
-    _paged_plan,
-    profile_step_times,
-)
+from helpers.decoder.kv_cache import PagedKVCache
+from helpers.decoder.model import Decoder
+from helpers.decoder.paged_step import DECODE_GROUP_FILL, PagedEntry, PagedEntryError, paged_plan
 from helpers.models import ModelConfig, RopeScaling
 
 REL = 1e-5
@@ -256,52 +250,6 @@ def test_a_wrong_pool_or_option_raises_naming_it(call, message):
         call(model_of("qwen2-gqa"))
 
 
-def test_the_profiler_times_the_steps_it_is_asked_for():
-    """Each shape runs as asked (spied on, the real forward pass running), on scattered
-    blocks filled with random keys, warm-up untimed; one record per shape, in order."""
-    model = model_of("qwen2-gqa")
-    cache = model.new_paged_cache(40, BLOCK)
-    seen = []
-    forward = model.forward_paged
-
-    def spy(entries, pool):
-        seen.append([(len(e.ids), e.start, e.blocks.tolist(), e.emits) for e in entries])
-        assert all(pool[e.blocks].abs().mean() > 0.3 for pool in cache.keys for e in entries)
-        return forward(entries, pool)
-
-    model.forward_paged = spy
-    shapes = [StepShape(decode=3, context=9), (6, 2, 4, 5, False), StepShape(prefill=7)]
-    records = profile_step_times(model, cache, shapes, repeats=3, warmup=2)
-    assert [r.shape for r in records] == [StepShape(*s) for s in shapes]
-    assert [r.timing.n for r in records] == [3, 3, 3] and all(r.timing.min_s > 0 for r in records)
-    assert len(seen) == 3 * (2 + 3)
-    decodes = seen[0]
-    assert [(n, start, len(blocks)) for n, start, blocks, _ in decodes] == [(1, 9, 3)] * 3
-    mixed = seen[5]
-    assert sorted((n, start, len(blocks), emits) for n, start, blocks, emits in mixed) == [
-        (1, 4, 2, True), (1, 4, 2, True), (6, 5, 3, False)]  # fmt: skip
-    used = [b for _, _, blocks, _ in mixed for b in blocks]
-    assert len(set(used)) == len(used) and used != sorted(used)  # distinct and scattered
-    assert seen[10] == [(7, 0, seen[10][0][2], True)] and records[2].shape.heads == 1
-    assert records[1].shape.tokens == 8 and records[1].shape.heads == 2
-
-
-@pytest.mark.parametrize(
-    "shapes, kwargs, message",
-    [
-        ([(0, 0, 5)], {}, "has no tokens"),
-        ([(0, 40, 9)], {}, "needs 120 blocks of 4 tokens; the pool has 40"),
-        ([(4, -1, 0)], {}, "decode must be an int ≥ 0, got -1"),
-        ([(1, 2)], {"repeats": 0}, "repeats must be an int ≥ 1, got 0"),
-        ([], {}, "at least one step shape"),
-    ],
-)
-def test_the_profiler_refuses_a_step_it_cannot_run(shapes, kwargs, message):
-    model = model_of("qwen2-gqa")
-    with pytest.raises(ValueError, match=message):
-        profile_step_times(model, model.new_paged_cache(40, BLOCK), shapes, **kwargs)
-
-
 def test_decodes_of_different_lengths_are_padded_by_at_most_a_third():
     """Decodes attend in groups of similar length: the blocks a step gathers exceed those its
     decodes' caches fill by at most 1/DECODE_GROUP_FILL − 1 = 1/3, so attention's cost follows
@@ -313,7 +261,7 @@ def test_decodes_of_different_lengths_are_padded_by_at_most_a_third():
     prompts = [torch.randint(0, 101, (BLOCK * w,)) for w in widths]
     model.forward_paged([(p[:-1], 0, t) for p, t in zip(prompts, tables, strict=True)], cache)
     entries = [(p[-1:], len(p) - 1, t) for p, t in zip(prompts, tables, strict=True)]
-    plan = _paged_plan(entries, cache, model.cfg, torch.device("cpu"))
+    plan = paged_plan(entries, cache, model.cfg, torch.device("cpu"))
     groups = [(last - first, blocks.shape[1]) for first, last, blocks, _ in plan.decode_groups]
     assert sum(n for n, _ in groups) == len(widths) and len(groups) > 1
     gathered = sum(n * width for n, width in groups)

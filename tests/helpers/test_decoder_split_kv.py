@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.decoder import split_kv_attention
+from helpers.decoder.split_kv import split_kv_attention
 
 
 def _case(batch, n_q, n_kv, length, d, seed, scale=1.0):

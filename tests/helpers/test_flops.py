@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import flops, models
-from helpers.decoder import Decoder
+from helpers.decoder.model import Decoder
 
 PUBLISHED_PARAMS = {
     "Qwen2.5-0.5B": 494_032_768,

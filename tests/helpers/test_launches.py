@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from helpers import launches, models
-from helpers.decoder import PagedEntry, random_decoder
+from helpers.decoder.model import random_decoder
+from helpers.decoder.paged_step import PagedEntry
 
 QWEN_05B = models.get("Qwen2.5-0.5B")
 

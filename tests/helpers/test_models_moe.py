@@ -8,7 +8,8 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import flops, hardware, memory, models, roofline, serving
-from helpers.decoder import Decoder, KVCache, PagedKVCache
+from helpers.decoder.kv_cache import KVCache, PagedKVCache
+from helpers.decoder.model import Decoder
 from helpers.models import ModelConfig
 from helpers.widgets import flops as flops_widget
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import models
-from helpers.decoder import random_decoder
+from helpers.decoder.model import random_decoder
 from helpers.serving import KVMemory, LinearSteps, Request, simulate
 from helpers.serving.real import serve_real
 
