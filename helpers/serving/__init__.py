@@ -10,11 +10,15 @@ The package follows the rooms of a serving system:
 - ``steps``: step-time models (the roofline, tables measured on a device), and wrappers that
   watch a run's steps (``WorstStall``, ``PhaseShare``);
 - ``engine``: the simulated engine, the scheduler's steps on a virtual clock
-  (``simulate``, ``simulate_disaggregated``);
+  (``simulate``, ``simulate_disaggregated``), and one chip's roofline engine
+  (``roofline_engine``: its step model and KV memory);
 - ``metrics``: TTFT, TPOT, ITL, SLO attainment and goodput (``Result``);
 - ``planner``: chapter 9's search over deployments;
-- ``spec``, ``studies``: speculative decoding by rejection sampling, the vLLM KV study;
-- ``bench``: ``python -m helpers.serving --bench`` and ``--kv``.
+- ``spec``: speculative decoding by rejection sampling;
+- ``studies``: experiments the chapters report (the vLLM KV study, a long prompt's stall,
+  a prefix cache's TTFT);
+- ``fidelity``: the simulator against the real engine (``--fidelity``);
+- ``speed``: how fast the simulator runs (``python -m helpers.serving --speed``).
 
 Metrics follow vLLM's benchmark: TTFT = first token − arrival; TPOT = (e2e − TTFT)/(n − 1)
 for a request of n > 1 output tokens (NaN for n = 1); e2e = last token − arrival. Every
@@ -23,7 +27,7 @@ draws the same trace for the same seed. Every public name is importable from
 ``helpers.serving``.
 """
 
-from helpers.serving.engine import simulate, simulate_disaggregated
+from helpers.serving.engine import roofline_engine, simulate, simulate_disaggregated
 from helpers.serving.kv import KVMemory, kv_capacity_tokens, kv_transfer_seconds
 from helpers.serving.metrics import Result, max_rate_under_slo
 from helpers.serving.planner import (
@@ -57,7 +61,7 @@ from helpers.serving.steps import (
     TableSteps,
     WorstStall,
 )
-from helpers.serving.studies import kv_usage_study
+from helpers.serving.studies import kv_usage_study, prefill_stall_study, prefix_cache_study
 from helpers.serving.trace import Request, check_trace, poisson_trace
 
 __all__ = [
@@ -77,6 +81,9 @@ __all__ = [
     "Result",
     "simulate",
     "simulate_disaggregated",
+    "roofline_engine",
+    "prefill_stall_study",
+    "prefix_cache_study",
     "max_rate_under_slo",
     "kv_usage_study",
     "random_draft_pair",

@@ -9,6 +9,7 @@ DistServe (Zhong et al., OSDI 2024) and Splitwise (Patel et al., ISCA 2024).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -16,18 +17,35 @@ from dataclasses import replace
 import numpy as np
 
 from helpers._validate import positive_int
-from helpers.serving.kv import KVMemory
+from helpers.serving.kv import KVMemory, kv_capacity_tokens
 from helpers.serving.metrics import Result, TokenTimes
 from helpers.serving.scheduler import POLICIES, Scheduler, check_fits, check_policy
-from helpers.serving.steps import StepModel
+from helpers.serving.steps import RooflineSteps, StepModel
 from helpers.serving.trace import Request, check_trace
 
-__all__ = ["POLICIES", "LOOKAHEAD", "simulate", "simulate_disaggregated", "scheduler_result"]
+__all__ = ["POLICIES", "LOOKAHEAD", "simulate", "simulate_disaggregated", "scheduler_result",
+           "roofline_engine"]
 
 LOOKAHEAD = 128  # decode steps timed at once at most: arrivals usually cut a stretch sooner
 # A step model may also offer ``decode_run(batch, context, steps)``: the seconds of that
 # many decode-only steps, the context growing by ``batch`` a step, as an array. The engine
 # then runs each stretch without arrivals, finishes or new blocks in one go.
+
+
+@functools.cache
+def roofline_engine(model: str, chip: str, dtype: str = "bf16") -> tuple[RooflineSteps, KVMemory]:
+    """One chip's engine as chapters 8 and 9 simulate it: the preset ``model`` on ``chip``'s
+    datasheet ceilings (``RooflineSteps``), and paged KV memory in what the chip's memory
+    leaves beside the weights (``kv_capacity_tokens``). ValueError if the weights leave no
+    room. Cached: presets and chips are fixed, and the step model is never changed."""
+    from helpers import hardware, models
+
+    cfg, hw = models.get(model), hardware.get(chip)
+    capacity = kv_capacity_tokens(cfg, hw.memory_bytes, dtype)
+    if capacity <= 0:
+        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory: pick a "
+                         "bigger chip or a narrower dtype")  # fmt: skip
+    return RooflineSteps(cfg, hw, dtype), KVMemory(capacity)
 
 
 def scheduler_result(sch: Scheduler, ends: Sequence[float], emitted: Sequence[int]) -> Result:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from helpers.memory import kv_blocks
 from helpers.serving.engine import simulate
 from helpers.serving.kv import KVMemory
 from helpers.serving.metrics import Result
@@ -91,7 +92,7 @@ def profile_steps(model, work: Workload, repeats: int = 5) -> list[tuple[Step, f
     """(Step, median seconds) of each profiled shape (``decoder.step_times.profile_step_times``)."""
     from helpers.decoder.step_times import profile_step_times
 
-    blocks = max(-(-(c + p) // work.block_size) + b * -(-(ctx + 1) // work.block_size)
+    blocks = max(kv_blocks(c + p, work.block_size) + b * kv_blocks(ctx + 1, work.block_size)
                  for p, b, ctx, c, _ in _profile_shapes(work))  # fmt: skip
     cache = model.new_paged_cache(blocks, work.block_size)
     records = profile_step_times(model, cache, _profile_shapes(work), repeats=repeats)

@@ -10,15 +10,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from helpers._validate import one_of
-from helpers.models import ModelConfig
-from helpers.serving.engine import simulate, simulate_disaggregated
-from helpers.serving.kv import (
-    KVMemory,
-    kv_capacity_tokens,
-    kv_transfer_seconds,
-)
+from helpers.serving.engine import roofline_engine, simulate, simulate_disaggregated
+from helpers.serving.kv import kv_transfer_seconds
 from helpers.serving.metrics import Result, max_rate_under_slo
-from helpers.serving.steps import RooflineSteps, Step
+from helpers.serving.steps import Step
 from helpers.serving.trace import Request, poisson_trace
 
 # ------------------------------------------------------------------ the planner (chapter 9)
@@ -115,23 +110,12 @@ def plan_candidates(
     return colocated + [ServingConfig(b, None, True) for b in batches]
 
 
-@functools.cache
-def _plan_engine(model: str, chip: str, dtype: str) -> tuple[ModelConfig, RooflineSteps, KVMemory]:
-    from helpers import hardware, models
-
-    cfg, hw = models.get(model), hardware.get(chip)
-    capacity = kv_capacity_tokens(cfg, hw.memory_bytes, dtype)
-    if capacity <= 0:
-        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory")
-    return cfg, RooflineSteps(cfg, hw, dtype), KVMemory(capacity)
-
-
 def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, float]:
     """What the scenario's trace at ``rate`` (default its load) asks of its chips, as shares
     of their peaks: ``"flops"``, the FLOP/s every request's prefill and decodes need
     (``RooflineSteps.request_work``) over the chips' peak FLOP/s; ``"bytes"``, the KV bytes
     per second no batching shares over their bandwidth. Above 1, no schedule can serve it."""
-    _, steps, _ = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, _ = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
     rate = scenario.rate if rate is None else rate
     flops, moved = _mean_request_work(scenario) * rate
     hw = steps.hw
@@ -143,7 +127,7 @@ def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, flo
 def _mean_request_work(scenario: Scenario) -> np.ndarray:
     """FLOPs and unshared bytes of the scenario's mean request: the same requests at every
     rate (only their arrivals move), so computed once per scenario."""
-    _, steps, _ = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, _ = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
     return np.array([steps.request_work(r.prompt, r.output) for r in scenario.trace()]).mean(0)
 
 
@@ -174,7 +158,8 @@ def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None =
 @functools.lru_cache(maxsize=384)  # a chapter's searches, a few MB each at most
 def _serve(scenario: Scenario, config: ServingConfig, rate: float) -> Result:
     check_servable(scenario, rate)
-    cfg, steps, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, memory = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
+    cfg = steps.cfg
     trace = scenario.trace(rate)
     if config.disaggregate:
         bandwidth, dtype = scenario.link_gb_per_s * 1e9, scenario.dtype
@@ -226,7 +211,8 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
     average over busy time (bytes)."""
     from helpers.memory import kv_bytes_per_token, weight_bytes
 
-    cfg, _, memory = _plan_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, memory = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
+    cfg = steps.cfg
     result = serve_config(scenario, config)
     tpot = result.tpot[~np.isnan(result.tpot)]
     kappa = kv_bytes_per_token(cfg, scenario.dtype)
@@ -383,7 +369,7 @@ def draw_scenario(seed: int, family: str | None = None) -> Scenario:
     prompt_mean, output_mean, (low, high), load = _FAMILIES[family]
     prompt = int(prompt_mean * rng.uniform(0.75, 1.25))
     output = int(output_mean * rng.uniform(0.75, 1.25))
-    _, steps, _ = _plan_engine(model, chip, "bf16")
+    steps, _ = roofline_engine(model, chip, "bf16")
     step = steps(Step((), 32, 32 * (prompt + output // 2), 32))
     prefill = steps(Step(((prompt, 0),), 0, 0, 1))
     tpot_slo = step * rng.uniform(low, high)

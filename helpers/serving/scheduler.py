@@ -64,7 +64,7 @@ def check_fits(trace: Sequence[Request], memory: KVMemory) -> None:
                     f"max_seq_len={memory.max_seq_len}"
                 )
         else:
-            need = -(-tokens // memory.block_size) * memory.block_size
+            need = kv_blocks(tokens, memory.block_size) * memory.block_size
             what = "blocks for"
         if need > memory.capacity_tokens:
             raise ValueError(
@@ -115,7 +115,7 @@ class BlockManager:
         """Units request i must take to be admitted with ``tokens`` to compute."""
         if not self.paged:
             return self.memory.reserved(self.trace[i])
-        return -(-tokens // self.block_size) - reuse // self.block_size
+        return kv_blocks(tokens, self.block_size) - reuse // self.block_size
 
     def take(self, i: int, units: int, entry: list[int] | None, reuse: int, step: int) -> None:
         """Admit request i: ``units`` of its own, and the prefix ``entry`` if it reuses one."""
@@ -131,7 +131,7 @@ class BlockManager:
         """Free what request i holds; paged, that is the own blocks of its ``tokens``, taken
         at admission and then one at a time as it decoded."""
         b = self.block_size
-        self.free += -(-tokens // b) - self.shared[i] // b if self.paged else self.held[i]
+        self.free += kv_blocks(tokens, b) - self.shared[i] // b if self.paged else self.held[i]
         self.held[i] = 0
         if self.uses_prefix[i]:
             self.uses_prefix[i] = False

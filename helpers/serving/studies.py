@@ -1,15 +1,19 @@
-"""The vLLM paper's KV-usage finding, reproduced on the simulator (chapter 7)."""
+"""Experiments on the simulator that chapters 7 and 8 report and explore: the vLLM paper's
+KV-usage finding, a long prompt stalling a batch of decodes, and a prefix cache's TTFT."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from helpers._validate import positive_int
 from helpers.models import ModelConfig
-from helpers.serving.engine import simulate
+from helpers.serving.engine import roofline_engine, simulate
 from helpers.serving.kv import (
     KVMemory,
     kv_capacity_tokens,
 )
-from helpers.serving.steps import RooflineSteps
-from helpers.serving.trace import poisson_trace
+from helpers.serving.steps import RooflineSteps, Step
+from helpers.serving.trace import Request, poisson_trace
 
 # ------------------------------------------------------------- the vLLM paper's finding
 
@@ -72,3 +76,75 @@ def kv_usage_study(
             "max_running": result.max_running,
         }
     return table
+
+
+# ------------------------------------------------------------- a long prompt's stall
+
+
+def prefill_stall_study(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    decodes: int = 32,
+    prompt_tokens: int = 8192,
+    token_budget: int = 512,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """A batch of decodes meets one long prompt (chapter 8's chunked prefill, Sarathi-Serve):
+    ``decodes`` requests (512-token prompts, 256 output tokens) decode together on one
+    ``chip`` (``roofline_engine``); at 0.5 s one ``prompt_tokens`` prompt arrives. Simulated
+    with continuous batching (the prompt prefilled whole in one step) and with chunked
+    prefill under ``token_budget``. Returns, per policy, the seconds of every step that
+    carried decodes (each decode waits one step for its next token), and the long prompt's
+    TTFT. ValueError for a budget the chunked engine refuses (not above the batch)."""
+    positive_int(decodes, "decodes")
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(token_budget, "token_budget")
+    steps, memory = roofline_engine(model, chip)
+    trace = [Request(0.0, 512, 256)] * decodes + [Request(0.5, prompt_tokens, 1)]
+    gaps, ttft = {}, {}
+    for name, policy, budget in (("continuous (whole)", "continuous", None),
+                                 (f"chunked ({token_budget})", "chunked", token_budget)):
+        log: list[float] = []
+
+        # Each step timed on its own (no ``decode_run``), so every gap is logged.
+        def timed(step: Step, log: list[float] = log) -> float:
+            seconds = steps(step)
+            if step.decode:
+                log.append(seconds)
+            return seconds
+
+        result = simulate(trace, timed, memory, policy, max_batch=decodes + 1,
+                          token_budget=budget)  # fmt: skip
+        gaps[name], ttft[name] = np.array(log), float(result.ttft[-1])
+    return gaps, ttft
+
+
+# ------------------------------------------------------------------ a prefix cache
+
+
+def prefix_cache_study(
+    shared_fraction: float = 0.5,
+    shared_prefix: int = 2048,
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    rate: float = 8.0,
+    n: int = 300,
+) -> dict[str, float | tuple[float, float]]:
+    """What a prefix cache buys (chapter 8): ``n`` Poisson requests at ``rate``/s (unique
+    prompt parts of mean 256 tokens, outputs of mean 128), a ``shared_fraction`` of them
+    starting with the same ``shared_prefix`` tokens, on one ``chip``
+    (``roofline_engine``), continuous batching, without and with prefix caching. Returns
+    ``"hit_rate"``, the share of prompt tokens served from the cache over every request,
+    and ``"ttft_mean"`` and ``"ttft_p99"``, each (without, with) at steady state
+    (``Result.steady``)."""
+    steps, memory = roofline_engine(model, chip)
+    trace = poisson_trace(n, rate, 256, 128, seed=3, max_prompt=4096, max_output=1024,
+                          shared_prefix=shared_prefix,
+                          shared_fraction=shared_fraction)  # fmt: skip
+    plain = simulate(trace, steps, memory).steady()
+    cached = simulate(trace, steps, KVMemory(memory.capacity_tokens, prefix_caching=True))
+    hit = cached.prefix_hit_tokens / sum(r.prompt for r in trace)
+    cached = cached.steady()  # latencies at steady state: warm-up and drain dropped
+    return {"hit_rate": hit,
+            "ttft_mean": (float(plain.ttft.mean()), float(cached.ttft.mean())),
+            "ttft_p99": (float(np.percentile(plain.ttft, 99)),
+                         float(np.percentile(cached.ttft, 99)))}  # fmt: skip

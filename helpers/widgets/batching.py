@@ -76,7 +76,7 @@ def batch_curve(
                                                    weight_dtype))  # fmt: skip
 
 
-def draw_batch_curve(curve: BatchCurve, ax) -> None:
+def draw_batch_curve(ax, curve: BatchCurve) -> None:
     """Tokens/s against TPOT (ms), log-log, each point labelled with its batch; batches
     that do not fit in memory drawn hollow."""
     rows = curve.rows()
@@ -96,7 +96,7 @@ def draw_batch_curve(curve: BatchCurve, ax) -> None:
 def plot_batch_curve(curve: BatchCurve) -> None:
     """Draw ``curve`` in a new figure and show it (``helpers.widgets.figures``)."""
     fig, ax = new_figure((7, 4))
-    draw_batch_curve(curve, ax)
+    draw_batch_curve(ax, curve)
     show_figure(fig)
 
 

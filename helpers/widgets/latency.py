@@ -83,7 +83,7 @@ def latency_breakdown(
                             "; ".join(outside))  # fmt: skip
 
 
-def draw_latency_breakdown(breakdown: LatencyBreakdown, ax) -> None:
+def draw_latency_breakdown(ax, breakdown: LatencyBreakdown) -> None:
     """One horizontal stacked bar, prefill then decode, labelled in ms."""
     left = 0.0
     for label, seconds in breakdown.segments().items():
@@ -101,7 +101,7 @@ def draw_latency_breakdown(breakdown: LatencyBreakdown, ax) -> None:
 def plot_latency_breakdown(breakdown: LatencyBreakdown) -> None:
     """Draw ``breakdown`` in a new figure and show it (``helpers.widgets.figures``)."""
     fig, ax = new_figure((8, 1.8))
-    draw_latency_breakdown(breakdown, ax)
+    draw_latency_breakdown(ax, breakdown)
     show_figure(fig)
 
 

@@ -87,7 +87,7 @@ def planner_view(
                        len(plan.attainment))  # fmt: skip
 
 
-def draw_planner(view: PlannerView, ax) -> None:
+def draw_planner(ax, view: PlannerView) -> None:
     """Each candidate's SLO attainment at the load as a bar, the recommended one coloured,
     the SLO share as a dashed line (``serving.plan_serving``'s cached search)."""
     plan = serving.plan_serving(view.scenario, loads=PLANNER_LOADS)
@@ -116,7 +116,7 @@ def show_planner(model="Qwen2.5-7B", chip="H100 SXM", dtype="bf16", ttft_ms=500.
         return None
     print(view.table())
     fig, ax = new_figure((7.5, 0.28 * view.tried + 1.2))
-    draw_planner(view, ax)
+    draw_planner(ax, view)
     fig.tight_layout()
     show_figure(fig)
     return None

@@ -1,16 +1,18 @@
 """The serving explorers of chapter 8 (`08_serving`): one per optimisation.
 
-Each explorer has a data function (plain numbers, testable without a browser), a ``table``
-that prints them, a ``draw_*`` that draws them on a matplotlib Axes, and a ``show_*`` callback
-that the notebook's sliders call: it prints the table and shows the figure, and returns
-nothing (``interact`` would print a returned value's repr under the figure). No formula lives
-here: the numbers come from ``helpers.serving`` (the simulator, ``kv_transfer_seconds``) and
-``helpers.latency`` (speculative decoding).
+Each explorer is a view dataclass built by ``x_view(...)`` from library calls (plain
+numbers, testable without a browser; its ``table`` prints them), a ``draw_x(ax, view)`` that
+draws it on a matplotlib Axes, and a ``show_x(**controls)`` callback that the notebook's
+sliders call: it prints the table and shows the figure, and returns nothing (``interact``
+would print a returned value's repr under the figure). No formula or experiment lives here:
+the numbers come from ``helpers.serving`` (its studies, ``kv_transfer_seconds``, the
+roofline engine) and ``helpers.latency`` (speculative decoding).
 
 - ``stall_view``: a batch of decodes meets one long prompt; the gap each decode waits for its
-  next token, step by step, without and with chunked prefill (Sarathi-Serve).
+  next token, step by step, without and with chunked prefill (Sarathi-Serve;
+  ``serving.prefill_stall_study``).
 - ``prefix_view``: mean and p99 TTFT with and without a prefix cache, for a share of requests
-  that start with the same system prompt.
+  that start with the same system prompt (``serving.prefix_cache_study``).
 - ``transfer_view``: a prompt's KV transfer time over a link, beside its prefill time and a
   decode step (DistServe, Splitwise).
 - ``spec_view``: speculative decoding's speedup against γ, and the best γ (Leviathan et al.).
@@ -22,19 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers import hardware, latency, memory, models, serving
+from helpers import latency, memory, serving
 from helpers._validate import positive_int
-from helpers.serving import KVMemory, Request, RooflineSteps, Step
+from helpers.serving import Step
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["StallView", "stall_view", "draw_stall", "show_stall", "PrefixView", "prefix_view",
            "draw_prefix", "show_prefix", "TransferView", "transfer_view", "draw_transfer",
            "show_transfer", "SpecView", "spec_view", "draw_spec", "show_spec"]  # fmt: skip
-
-
-def _engine(model: str, chip: str) -> tuple[RooflineSteps, KVMemory]:
-    cfg, hw = models.get(model), hardware.get(chip)
-    return RooflineSteps(cfg, hw), KVMemory(serving.kv_capacity_tokens(cfg, hw.memory_bytes))
 
 
 # ------------------------------------------------------------------- chunked prefill
@@ -68,32 +65,12 @@ def stall_view(
     prompt_tokens: int = 8192,
     token_budget: int = 512,
 ) -> StallView:
-    """``decodes`` requests (512-token prompts, 256 output tokens) decode together; at 0.5 s
-    one ``prompt_tokens`` prompt arrives. Simulated with continuous batching (the prompt is
-    prefilled whole in one step) and with chunked prefill under ``token_budget``."""
-    positive_int(decodes, "decodes")
-    positive_int(prompt_tokens, "prompt_tokens")
-    positive_int(token_budget, "token_budget")
-    steps, memory = _engine(model, chip)
-    trace = [Request(0.0, 512, 256)] * decodes + [Request(0.5, prompt_tokens, 1)]
-    gaps, ttft = {}, {}
-    for name, policy, budget in (("continuous (whole)", "continuous", None),
-                                 (f"chunked ({token_budget})", "chunked", token_budget)):
-        log: list[float] = []
-
-        def timed(step: Step, log: list[float] = log) -> float:
-            seconds = steps(step)
-            if step.decode:
-                log.append(seconds)
-            return seconds
-
-        result = serving.simulate(trace, timed, memory, policy, max_batch=decodes + 1,
-                                  token_budget=budget)  # fmt: skip
-        gaps[name], ttft[name] = np.array(log), float(result.ttft[-1])
+    """``serving.prefill_stall_study``'s gaps and TTFTs, with the inputs that name them."""
+    gaps, ttft = serving.prefill_stall_study(model, chip, decodes, prompt_tokens, token_budget)
     return StallView(gaps, ttft, model, chip, decodes, prompt_tokens)
 
 
-def draw_stall(view: StallView, ax) -> None:
+def draw_stall(ax, view: StallView) -> None:
     """Each decode step's gap against its index, one line per policy, log y."""
     for name, gaps in view.gaps.items():
         ax.step(np.arange(len(gaps)), gaps * 1e3, where="post", label=name)
@@ -144,26 +121,13 @@ def prefix_view(
     rate: float = 8.0,
     n: int = 300,
 ) -> PrefixView:
-    """``n`` Poisson requests at ``rate``/s (unique prompt parts of mean 256 tokens, outputs
-    of mean 128), a ``shared_fraction`` of them starting with the same ``shared_prefix``
-    tokens; simulated with continuous batching, without and with prefix caching; TTFTs at
-    steady state (``Result.steady``), the hit rate over every request."""
-    steps, memory = _engine(model, chip)
-    trace = serving.poisson_trace(n, rate, 256, 128, seed=3, max_prompt=4096, max_output=1024,
-                                  shared_prefix=shared_prefix,
-                                  shared_fraction=shared_fraction)  # fmt: skip
-    plain = serving.simulate(trace, steps, memory).steady()
-    cached = serving.simulate(trace, steps, KVMemory(memory.capacity_tokens,
-                                                     prefix_caching=True))  # fmt: skip
-    hit = cached.prefix_hit_tokens / sum(r.prompt for r in trace)
-    cached = cached.steady()  # latencies at steady state: warm-up and drain dropped
-    return PrefixView(hit, (float(plain.ttft.mean()), float(cached.ttft.mean())),
-                      (float(np.percentile(plain.ttft, 99)),
-                       float(np.percentile(cached.ttft, 99))),
+    """``serving.prefix_cache_study``'s hit rate and TTFTs, with the inputs that name them."""
+    study = serving.prefix_cache_study(shared_fraction, shared_prefix, model, chip, rate, n)
+    return PrefixView(study["hit_rate"], study["ttft_mean"], study["ttft_p99"],
                       shared_fraction, shared_prefix)  # fmt: skip
 
 
-def draw_prefix(view: PrefixView, ax) -> None:
+def draw_prefix(ax, view: PrefixView) -> None:
     """Mean and p99 TTFT as bars, without and with the prefix cache."""
     x = np.arange(2)
     ax.bar(x - 0.2, np.array(view.ttft_mean) * 1e3, 0.4, label="mean")
@@ -214,10 +178,10 @@ def transfer_view(
 ) -> TransferView:
     """KV bytes and transfer time of a ``prompt_tokens`` prompt over a link of
     ``link_gb_per_s`` GB/s (``serving.kv_transfer_seconds``), its prefill alone and a decode
-    step of 32 sequences at that context (``serving.RooflineSteps``)."""
+    step of 32 sequences at that context (``serving.roofline_engine``'s step model)."""
     positive_int(prompt_tokens, "prompt_tokens")
-    cfg, hw = models.get(model), hardware.get(chip)
-    steps = RooflineSteps(cfg, hw)
+    steps, _ = serving.roofline_engine(model, chip)
+    cfg = steps.cfg
     seconds = serving.kv_transfer_seconds(cfg, prompt_tokens, link_gb_per_s * 1e9)
     prefill = steps(Step(((prompt_tokens, 0),), 0, 0, 1))
     decode = steps(Step((), 32, 32 * prompt_tokens, 32))
@@ -225,7 +189,7 @@ def transfer_view(
                         model, chip, prompt_tokens, link_gb_per_s)  # fmt: skip
 
 
-def draw_transfer(view: TransferView, ax) -> None:
+def draw_transfer(ax, view: TransferView) -> None:
     """The transfer, the prefill and a decode step as horizontal bars, log x."""
     labels = ["KV transfer", "prefill", "decode step (32)"]
     ax.barh(labels, np.array([view.transfer_s, view.prefill_s, view.decode_step_s]) * 1e3)
@@ -270,7 +234,7 @@ def spec_view(alpha: float = 0.8, c: float = 0.05, max_gamma: int = 16) -> SpecV
                     latency.spec_best_gamma(alpha, c, max_gamma), alpha, c)  # fmt: skip
 
 
-def draw_spec(view: SpecView, ax) -> None:
+def draw_spec(ax, view: SpecView) -> None:
     """Speedup and tokens per target pass against γ, the best γ marked."""
     ax.plot(view.gammas, view.speedup, marker=".", label="speedup")
     ax.plot(view.gammas, view.tokens, marker=".", ls=":", label="tokens per target pass")
@@ -288,7 +252,7 @@ def show_spec(alpha=0.8, c=0.05, max_gamma=16) -> None:
 
 
 def _show(draw, view, figsize: tuple[float, float]) -> None:
-    """``draw(view, ax)`` in a new figure of ``figsize``, shown (``helpers.widgets.figures``)."""
+    """``draw(ax, view)`` in a new figure of ``figsize``, shown (``helpers.widgets.figures``)."""
     fig, ax = new_figure(figsize)
-    draw(view, ax)
+    draw(ax, view)
     show_figure(fig)

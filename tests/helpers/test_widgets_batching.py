@@ -38,7 +38,7 @@ def test_draw_makes_one_point_per_batch_hollow_where_memory_is_short():
     c = batch_curve("Llama-3.1-8B", "H100 SXM", 4096, "bf16", batches=(1, 64, 512))
     assert [r[3] for r in c.rows()] == [True, True, False]  # memory holds 130 sequences
     fig, ax = plt.subplots()
-    draw_batch_curve(c, ax)
+    draw_batch_curve(ax, c)
     line, *points = ax.lines
     assert len(points) == 3
     assert list(line.get_xdata()) == [r[1] for r in c.rows()]

@@ -46,7 +46,7 @@ def test_a_request_beyond_the_measured_curves_says_so():
 def test_draw_makes_one_bar_per_segment():
     fig, ax = plt.subplots()
     b = latency_breakdown(TTFT, TPOT, 64, 10)
-    draw_latency_breakdown(b, ax)
+    draw_latency_breakdown(ax, b)
     assert [p.get_width() for p in ax.patches] == pytest.approx([b.ttft_s * 1e3,
                                                                  b.decode_s * 1e3])
     assert ax.patches[1].get_x() == pytest.approx(b.ttft_s * 1e3)  # decode starts after TTFT

@@ -44,7 +44,7 @@ def test_callback_draws_and_returns_none(capsys):
 def test_draw_planner_marks_the_recommended_candidate():
     view = planner.planner_view(rate=40.0)
     fig, ax = plt.subplots()
-    planner.draw_planner(view, ax)
+    planner.draw_planner(ax, view)
     labels = [tick.get_text() for tick in ax.get_yticklabels()]
     assert labels == [c.label() for c in serving.plan_candidates()]
     widths = [bar.get_width() for bar in ax.patches]

@@ -62,7 +62,7 @@ def test_spec_view_matches_latency_and_the_worked_check():
 def test_draw_stall_one_line_per_policy_from_the_view():
     view = widget.stall_view(decodes=4, prompt_tokens=1024, token_budget=256)
     fig, ax = plt.subplots()
-    widget.draw_stall(view, ax)
+    widget.draw_stall(ax, view)
     assert [line.get_label() for line in ax.lines] == list(view.gaps)
     for line, gaps in zip(ax.lines, view.gaps.values(), strict=True):
         assert np.allclose(line.get_ydata(), gaps * 1e3)
@@ -74,7 +74,7 @@ def test_draw_stall_one_line_per_policy_from_the_view():
 def test_draw_prefix_bars_are_the_mean_and_p99_ttft():
     view = widget.prefix_view(shared_fraction=0.5, shared_prefix=1024, n=60)
     fig, ax = plt.subplots()
-    widget.draw_prefix(view, ax)
+    widget.draw_prefix(ax, view)
     heights = [bar.get_height() for bar in ax.patches]
     assert np.allclose(heights, np.array([*view.ttft_mean, *view.ttft_p99]) * 1e3)
     assert ax.get_title().startswith("50% of requests share 1,024 tokens")
@@ -84,7 +84,7 @@ def test_draw_prefix_bars_are_the_mean_and_p99_ttft():
 def test_draw_transfer_bars_are_the_three_times():
     view = widget.transfer_view(prompt_tokens=2048, link_gb_per_s=25)
     fig, ax = plt.subplots()
-    widget.draw_transfer(view, ax)
+    widget.draw_transfer(ax, view)
     widths = [bar.get_width() for bar in ax.patches]
     assert np.allclose(widths, np.array([view.transfer_s, view.prefill_s,
                                          view.decode_step_s]) * 1e3)  # fmt: skip
@@ -96,7 +96,7 @@ def test_draw_transfer_bars_are_the_three_times():
 def test_draw_spec_marks_the_best_gamma():
     view = widget.spec_view(0.6, 0.1, 8)
     fig, ax = plt.subplots()
-    widget.draw_spec(view, ax)
+    widget.draw_spec(ax, view)
     speedup, tokens, best = ax.lines
     assert np.allclose(speedup.get_ydata(), view.speedup)
     assert np.allclose(tokens.get_ydata(), view.tokens)
