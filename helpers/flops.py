@@ -8,13 +8,14 @@ are a few FLOPs per element, negligible beside the matmuls, and memory-bound any
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from helpers._validate import non_negative_int, one_of, positive_int
 from helpers.models import ModelConfig
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
-           "attended_keys", "op_names"]
+           "attended_keys", "op_names", "attention_flops", "attention_flops_per_key"]
 
 OPS = ("q", "k", "v", "o", "attn_scores", "attn_values", "gate", "up", "down", "lm_head")
 """The ops of a dense decoder's forward pass, in ``forward_flops``' order."""
@@ -201,3 +202,18 @@ def forward_flops(
     by_op["lm_head"] = lm_head if logits == "all" else lm_head // new_tokens
     by_op = {name: by_op[name] for name in op_names(cfg)}
     return ForwardFlops(total=sum(by_op.values()), by_op=by_op)
+
+
+def attention_flops(by_op: Mapping[str, int]) -> int:
+    """Attention's share of a pass's FLOPs, from ``forward_flops(…).by_op``: the scores
+    (Q·Kᵀ) and the weighted sum of the values (P·V). Every other op is a matmul by weights,
+    whose FLOPs do not depend on the context; these grow with the keys attended to."""
+    return by_op["attn_scores"] + by_op["attn_values"]
+
+
+def attention_flops_per_key(cfg: ModelConfig, mla: str = "absorbed") -> int:
+    """Attention FLOPs of one query against one key, over every layer: one new token with
+    an empty cache attends to one key (itself). For a dense decoder it is
+    4 · layers · n_q_heads · head_dim (a multiply-add per element of the scores and of the
+    values); a query attending to S keys costs S times this."""
+    return attention_flops(forward_flops(cfg, 1, mla=mla).by_op)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from helpers._validate import non_negative_int, positive_int
-from helpers.flops import forward_flops, matmul_flops, param_count
+from helpers.flops import attention_flops, forward_flops, matmul_flops, param_count
 from helpers.hardware import HardwareSpec
 from helpers.memory import dtype_bytes, forward_bytes, kv_bytes_per_token, linear_bytes
 from helpers.models import ModelConfig
@@ -29,6 +29,7 @@ __all__ = [
     "RooflineTime",
     "roofline_time",
     "decode_split",
+    "decode_aggregate",
     "critical_batch_aggregate",
     "critical_batch_split",
 ]
@@ -134,12 +135,15 @@ def attainable_flops(intensity: float, hw: HardwareSpec, dtype: str = "bf16") ->
 
 @dataclass(frozen=True)
 class RooflineTime:
-    """Roofline estimate: the slower of the compute time and the memory time."""
+    """Roofline estimate: the slower of the compute time and the memory time, and the work
+    it bounds (``flops`` and ``bytes_moved``, whose ratio is the intensity)."""
 
     seconds: float
     compute_seconds: float
     memory_seconds: float
     bound: str
+    flops: float
+    bytes_moved: float
 
 
 def bound_time(
@@ -155,7 +159,7 @@ def bound_time(
     compute = flops / peak
     memory = bytes_moved / bandwidth
     bound = "compute" if compute >= memory else "memory"
-    return RooflineTime(max(compute, memory), compute, memory, bound)
+    return RooflineTime(max(compute, memory), compute, memory, bound, flops, bytes_moved)
 
 
 def roofline_time(
@@ -176,14 +180,24 @@ def decode_split(
     """
     step_flops = forward_flops(cfg, 1, context=context, batch=batch, logits="last").by_op
     step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last")
-    attention_flops = step_flops["attn_scores"] + step_flops["attn_values"]
-    weight_flops = sum(step_flops.values()) - attention_flops
+    attention = attention_flops(step_flops)
     attention_bytes = step_bytes["attention"]
-    weight_bytes = sum(step_bytes.values()) - attention_bytes
     return {
-        "weights": roofline_time(weight_flops, weight_bytes, hw, dtype),
-        "attention": roofline_time(attention_flops, attention_bytes, hw, dtype),
+        "weights": roofline_time(sum(step_flops.values()) - attention,
+                                 sum(step_bytes.values()) - attention_bytes, hw, dtype),
+        "attention": roofline_time(attention, attention_bytes, hw, dtype),
     }
+
+
+def decode_aggregate(
+    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16"
+) -> RooflineTime:
+    """One decode step as a single op (the aggregate model, chapter 3): all its FLOPs and
+    bytes under one bound, as if the weights' compute could hide attention's memory
+    traffic. ``decode_split`` bounds the two parts on their own, which is what a step runs."""
+    step_flops = forward_flops(cfg, 1, context=context, batch=batch, logits="last")
+    step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last")
+    return roofline_time(step_flops.total, sum(step_bytes.values()), hw, dtype)
 
 
 def _first_batch(compute_bound, max_batch: int) -> int | None:

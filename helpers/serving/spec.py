@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from helpers._validate import non_negative_int, positive_int
-from helpers.flops import param_count
+from helpers.flops import attention_flops_per_key, param_count
 from helpers.hardware import HardwareSpec
 from helpers.latency import spec_expected_tokens
 from helpers.memory import kv_cache_bytes, weight_bytes
@@ -115,14 +115,14 @@ def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
     """The inputs of ``spec_largest_batch`` for ``cfg`` on ``hw`` at ``context`` cached
     tokens a sequence (chapter 8): the weights' bytes and the linear layers' FLOPs a token
     (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
-    (scores and weighted sum, 4 × layers × q heads × head_dim × context), peak and bandwidth."""
+    (``flops.attention_flops_per_key`` × context), peak and bandwidth."""
     positive_int(context, "context")
     cfg.require_dense("verify_costs")
     return {
         "weight_bytes": float(weight_bytes(cfg, dtype)),
         "linear_flops": float(2 * param_count(cfg)),
         "kv_bytes": float(kv_cache_bytes(cfg, context, dtype=dtype)),
-        "attention_flops": float(4 * cfg.layers * cfg.n_q_heads * cfg.head_dim * context),
+        "attention_flops": float(attention_flops_per_key(cfg) * context),
         "peak": float(hw.peak(dtype)),
         "bandwidth": float(hw.bandwidth),
     }

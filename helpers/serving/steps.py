@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers._validate import positive_int
-from helpers.flops import attended_keys, forward_flops, matmul_flops
+from helpers.flops import (
+    attended_keys,
+    attention_flops,
+    attention_flops_per_key,
+    forward_flops,
+    matmul_flops,
+)
 from helpers.hardware import HardwareSpec
 from helpers.memory import (
     forward_bytes,
@@ -50,10 +56,6 @@ StepModel = Callable[[Step], float]
 # A model may also offer ``decode_run(batch, context, steps)``: the seconds of that many
 # decode-only steps, the context growing by ``batch`` a step, as an array. The simulator then
 # runs each stretch without arrivals, finishes or new blocks in one go.
-
-
-def _attention_parts(flops: Mapping[str, int]) -> int:
-    return flops["attn_scores"] + flops["attn_values"]
 
 
 def _affine(count: Callable[[int], tuple[int, ...]]) -> tuple[tuple[int, int], ...]:
@@ -94,7 +96,7 @@ class RooflineSteps:
         def linears(tokens: int) -> tuple[int, int]:
             ops = forward_flops(cfg, tokens, logits="last").by_op
             traffic = forward_bytes(cfg, tokens, dtype=dtype, logits="last")
-            return (sum(ops.values()) - _attention_parts(ops) - ops["lm_head"],
+            return (sum(ops.values()) - attention_flops(ops) - ops["lm_head"],
                     sum(traffic.values()) - traffic["attention"] - traffic["lm_head"])
 
         def head(rows: int) -> tuple[int, int]:
@@ -105,7 +107,7 @@ class RooflineSteps:
         self._head = _affine(head)
         # Attention: FLOPs per (query, key) pair, and bytes b0 per new token (Q, output,
         # its K and V written and read) plus b1 per cached token read.
-        self._per_key = _attention_parts(forward_flops(cfg, 1).by_op)
+        self._per_key = attention_flops_per_key(cfg)
         b0 = forward_bytes(cfg, 1, context=0, dtype=dtype)["attention"]
         self._per_token, self._per_cached = b0, forward_bytes(cfg, 1, context=1,
                                                               dtype=dtype)["attention"] - b0

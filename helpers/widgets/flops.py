@@ -2,9 +2,9 @@
 as the context grows.
 
 A token generated at position ``context`` runs every weight matmul once (the same FLOPs at
-any context) and attends to ``context`` keys (itself included), which costs
-4 · context · n_q_heads · head_dim FLOPs per layer. ``attention_share`` returns the curve and
-the chosen point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
+any context) and attends to ``context`` keys (itself included), each key costing
+``flops.attention_flops_per_key``. ``attention_share`` returns the curve and the chosen
+point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
 ``show_attention_share`` is the callback the notebook's sliders call.
 """
 
@@ -35,7 +35,7 @@ def _decode_step(cfg: models.ModelConfig, context: int) -> tuple[int, int]:
     it attends to ``context`` keys, ``context - 1`` of them already in the KV cache, and the
     LM head runs for this one token."""
     step = flops.forward_flops(cfg, 1, context=context - 1, logits="last").by_op
-    attention = step["attn_scores"] + step["attn_values"]
+    attention = flops.attention_flops(step)
     return attention, sum(step.values()) - attention
 
 
@@ -96,7 +96,6 @@ def attention_share(
     steps = [_decode_step(cfg, c) for c in curve]
     attention, matmuls = _decode_step(cfg, context)
     two_n = 2 * flops.param_count(cfg)
-    per_key = 4 * cfg.layers * cfg.n_q_heads * cfg.head_dim  # attention FLOPs per key
     return AttentionShare(
         preset=preset,
         context=context,
@@ -106,7 +105,7 @@ def attention_share(
         attention=attention,
         matmuls=matmuls,
         two_n=two_n,
-        crossover=matmuls / per_key,
+        crossover=matmuls / flops.attention_flops_per_key(cfg),
         sliding_window=cfg.sliding_window,
     )
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers import hardware, models
-from helpers.flops import forward_flops, matmul_flops
-from helpers.memory import forward_bytes, linear_bytes
+from helpers.flops import matmul_flops
+from helpers.latency import prefill_time
+from helpers.memory import linear_bytes
 from helpers.plots import plot_roofline
-from helpers.roofline import roofline_time
+from helpers.roofline import RooflineTime, decode_aggregate, decode_split, roofline_time
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points", "table", "draw",
@@ -39,10 +40,9 @@ class PhasePoint:
     bound: str
 
 
-def _point(phase: str, flops: int, bytes_moved: int, hw, dtype: str) -> PhasePoint:
-    time = roofline_time(flops, bytes_moved, hw, dtype)
-    return PhasePoint(phase, flops, bytes_moved, flops / bytes_moved, flops / time.seconds,
-                      time.seconds, time.bound)  # fmt: skip
+def _point(phase: str, time: RooflineTime) -> PhasePoint:
+    return PhasePoint(phase, time.flops, time.bytes_moved, time.flops / time.bytes_moved,
+                      time.flops / time.seconds, time.seconds, time.bound)  # fmt: skip
 
 
 def roofline_points(
@@ -54,33 +54,24 @@ def roofline_points(
 ) -> dict[str, PhasePoint]:
     """Prefill of ``batch`` prompts of ``prompt_tokens``, and the decode step right after it.
 
-    Prefill as a server runs it (causal attention, logits for the last token only; as
-    ``helpers.latency.prefill_time``). The decode step is shown whole and split into its two
-    parts that share no data (``helpers.roofline.decode_split``): the weight matmuls, whose
+    Prefill as a server runs it (``helpers.latency.prefill_time``: causal attention, logits
+    for the last token only). The decode step is shown whole
+    (``helpers.roofline.decode_aggregate``) and split into its two parts that share no data
+    (``helpers.roofline.decode_split``): the weight matmuls, whose
     intensity grows with the batch, and attention over each sequence's own KV cache, whose
     intensity does not. Bytes include activation traffic (``helpers.memory.forward_bytes``).
     ValueError if the chip's datasheet gives no peak for ``dtype``.
     """
     cfg, hw = models.get(model), hardware.get(chip)
     hw.peak(dtype)  # fail early, with the chip's own message, on a dtype it has no peak for
-    prefill_flops = forward_flops(cfg, prompt_tokens, batch=batch, attention="causal",
-                                  logits="last").total  # fmt: skip
-    prefill_bytes = sum(
-        forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last").values()
-    )
-    step_flops = forward_flops(cfg, 1, context=prompt_tokens, batch=batch, logits="last").by_op
-    step_bytes = forward_bytes(cfg, 1, context=prompt_tokens, batch=batch, dtype=dtype,
-                               logits="last")  # fmt: skip
-    attention_flops = step_flops["attn_scores"] + step_flops["attn_values"]
-    attention_bytes = step_bytes["attention"]
-    total_flops, total_bytes = sum(step_flops.values()), sum(step_bytes.values())
-    parts = (
-        ("prefill", prefill_flops, prefill_bytes),
-        ("decode step", total_flops, total_bytes),
-        ("decode: weights", total_flops - attention_flops, total_bytes - attention_bytes),
-        ("decode: attention", attention_flops, attention_bytes),
-    )
-    return {name: _point(name, f, b, hw, dtype) for name, f, b in parts}
+    split = decode_split(cfg, hw, batch, prompt_tokens, dtype)
+    times = {
+        "prefill": prefill_time(cfg, hw, prompt_tokens, batch, dtype),
+        "decode step": decode_aggregate(cfg, hw, batch, prompt_tokens, dtype),
+        "decode: weights": split["weights"],
+        "decode: attention": split["attention"],
+    }
+    return {name: _point(name, time) for name, time in times.items()}
 
 
 def prefill_gemm_points(
@@ -114,7 +105,7 @@ def prefill_gemm_points(
             flops += copies * matmul_flops(m, k, n)
             bytes_moved += copies * linear_bytes(m, k, n, dtype)
         label = f"prefill {'/'.join(names)}"
-        points[label] = _point(label, flops, bytes_moved, hw, dtype)
+        points[label] = _point(label, roofline_time(flops, bytes_moved, hw, dtype))
     return points
 
 

@@ -148,3 +148,16 @@ def test_bad_forward_arguments(kwargs, message):
 def test_bad_matmul_sizes(args):
     with pytest.raises(ValueError, match="must be a positive int"):
         flops.matmul_flops(*args)
+
+
+@pytest.mark.parametrize("name", ["Qwen2.5-7B", "Llama-3.1-8B"])
+def test_attention_flops_grow_by_the_per_key_cost(name):
+    cfg = models.get(name)
+    per_key = flops.attention_flops_per_key(cfg)
+    # Scores and values: one multiply-add per element of each, in every query head and layer.
+    assert per_key == 4 * cfg.layers * cfg.n_q_heads * cfg.head_dim
+    for context in (0, 1, 4095):
+        step = flops.forward_flops(cfg, 1, context=context).by_op
+        assert flops.attention_flops(step) == per_key * (context + 1)
+        weight_matmuls = sum(v for op, v in step.items() if not op.startswith("attn_"))
+        assert flops.attention_flops(step) == sum(step.values()) - weight_matmuls

@@ -103,3 +103,14 @@ def test_gemm_knee_worked_numbers():
     )
     with pytest.raises(ValueError, match="ridge must be positive"):
         roofline.gemm_knee(10, 10, 0)
+
+
+def test_decode_aggregate_bounds_the_split_parts_work_at_once():
+    split = roofline.decode_split(QWEN, H100, 64, 2048)
+    whole = roofline.decode_aggregate(QWEN, H100, 64, 2048)
+    assert whole.flops == split["weights"].flops + split["attention"].flops
+    assert whole.bytes_moved == split["weights"].bytes_moved + split["attention"].bytes_moved
+    # One bound over the whole step never takes longer than the parts one after the other.
+    assert whole.seconds <= split["weights"].seconds + split["attention"].seconds
+    assert whole == roofline.bound_time(whole.flops, whole.bytes_moved, H100.peak("bf16"),
+                                        H100.bandwidth)
