@@ -17,7 +17,7 @@ from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
 from helpers.memory import dtype_bytes, forward_bytes, linear_bytes
 from helpers.models import ModelConfig
-from helpers.roofline import RooflineTime, decode_split, roofline_time
+from helpers.roofline import RooflineTime, bound_time, decode_split, predicted_time, roofline_time
 
 __all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot",
            "phase_speedups", "upgrade_speedups"]
@@ -345,8 +345,6 @@ def layer_time(
     """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
     ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
     each matmul with its own bound."""
-    from helpers.roofline import predicted_time
-
     return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
 
 
@@ -372,19 +370,14 @@ def full_size_time(
     the compute term at least the memory term): a scaled shape has less intensity, so between
     its knee and the real shape's it is memory-bound while the real one is compute-bound, and
     a share of the bandwidth says nothing about a share of the compute."""
-    from helpers.roofline import predicted_time
-
     if not median_s > 0:
         raise ValueError(f"median_s must be positive, got {median_s!r}")
-
-    def bound(k: int, n: int) -> str:
-        compute = matmul_flops(m, k, n) / peak
-        return "compute" if compute >= linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-
-    if bound(*timed) != bound(*real):
+    timed_time, real_time = (
+        bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
+        for k, n in (timed, real))  # fmt: skip
+    if timed_time.bound != real_time.bound:
         return None
-    return float(median_s * predicted_time(m, *real, peak, bandwidth, dtype)
-                 / predicted_time(m, *timed, peak, bandwidth, dtype))  # fmt: skip
+    return float(median_s * real_time.seconds / timed_time.seconds)
 
 
 __all__ += ["sweep_summary", "measured_knee", "quantized_knee"]
@@ -488,8 +481,10 @@ def roofline_verdict(
     else ``"ok"``."""
     if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
         raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
-    if matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+    # The roofline's two times over the timing: each is the share of its ceiling achieved.
+    floor = bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
+    if floor.compute_seconds / seconds > 1 + tolerance:
         return "compute"
-    if linear_bytes(m, k, n, dtype) / seconds > (1 + tolerance) * bandwidth:
+    if floor.memory_seconds / seconds > 1 + tolerance:
         return "memory"
     return "ok"

@@ -2,6 +2,18 @@
 
 Intensity I = FLOPs / bytes moved. A device that does P FLOP/s and moves β B/s attains
 min(P, I·β): below the ridge point P/β an op is memory-bound, above it compute-bound.
+
+The roofline has one name per question it answers:
+
+- ``roof``: the FLOP/s attainable at an intensity, min(P, I·β);
+- ``bound_time``: the seconds of a given work (FLOPs, bytes) under two ceilings,
+  max(FLOPs/P, bytes/β), labelled by the winning term: every roofline time in the
+  helpers is this one;
+- ``roofline_time``: ``bound_time`` on a chip of ``helpers.hardware``'s table at a dtype;
+- ``predicted_time``: ``bound_time`` of one matmul [m×k]·[k×n], in seconds, for measured
+  ceilings (chapter 5);
+- ``decode_split`` / ``decode_aggregate``: a decode step's parts, or the whole step, as
+  ``roofline_time``s (the prefill's is ``latency.prefill_time``).
 """
 
 from __future__ import annotations
@@ -25,13 +37,15 @@ __all__ = [
     "ridge_point",
     "roof",
     "bound_time",
-    "attainable_flops",
     "RooflineTime",
     "roofline_time",
+    "predicted_time",
     "decode_split",
     "decode_aggregate",
     "critical_batch_aggregate",
     "critical_batch_split",
+    "decode_split_weight_only",
+    "critical_batch_weight_only",
 ]
 
 
@@ -122,15 +136,11 @@ def ridge_point(hw: HardwareSpec, dtype: str = "bf16") -> float:
 
 
 def roof(intensity: float, peak_flops: float, bandwidth: float) -> float:
-    """The roofline itself: attainable FLOP/s = min(peak, intensity · bandwidth) (chapter 3)."""
-    return min(peak_flops, intensity * bandwidth)
-
-
-def attainable_flops(intensity: float, hw: HardwareSpec, dtype: str = "bf16") -> float:
-    """``roof`` for a chip of the table and a dtype (chapter 3)."""
+    """The roofline itself: attainable FLOP/s = min(peak, intensity · bandwidth) (chapter 3).
+    For a chip of the table: ``roof(I, hw.peak(dtype), hw.bandwidth)``."""
     if not intensity > 0:
         raise ValueError(f"intensity must be positive, got {intensity!r}")
-    return roof(intensity, hw.peak(dtype), hw.bandwidth)
+    return min(peak_flops, intensity * bandwidth)
 
 
 @dataclass(frozen=True)
@@ -248,10 +258,6 @@ def critical_batch_split(
     return _first_batch(compute_bound, max_batch)
 
 
-# Chapter 5: the roofline with a device's measured ceilings.
-__all__ += ["predicted_time"]
-
-
 def predicted_time(
     m: int, k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
 ) -> float:
@@ -261,8 +267,7 @@ def predicted_time(
     return bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth).seconds
 
 
-# Chapter 7: weight-only quantization (int8/int4 weights, bf16 activations).
-__all__ += ["decode_split_weight_only", "critical_batch_weight_only"]
+# Weight-only quantization (chapter 7): int8/int4 weights, bf16 activations.
 
 
 def decode_split_weight_only(

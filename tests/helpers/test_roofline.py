@@ -41,14 +41,14 @@ def test_unknown_chip_and_missing_dtype():
 
 
 def test_attainable_and_roofline_time():
-    assert roofline.attainable_flops(1.0, H100) == 3.35e12
-    assert roofline.attainable_flops(1e4, H100) == 989e12
+    assert roofline.roof(1.0, H100.peak("bf16"), H100.bandwidth) == 3.35e12
+    assert roofline.roof(1e4, H100.peak("bf16"), H100.bandwidth) == 989e12
     memory_bound = roofline.roofline_time(2e9, 2e9, H100)
     assert memory_bound.bound == "memory" and memory_bound.seconds == 2e9 / 3.35e12
     compute_bound = roofline.roofline_time(989e12, 1.0, H100)
     assert compute_bound.bound == "compute" and compute_bound.seconds == 1.0
     with pytest.raises(ValueError, match="intensity must be positive"):
-        roofline.attainable_flops(0, H100)
+        roofline.roof(0, H100.peak("bf16"), H100.bandwidth)
 
 
 def test_batched_decode_saturates_below_ridge():
