@@ -17,7 +17,14 @@ from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
 from helpers.memory import dtype_bytes, forward_bytes, linear_bytes
 from helpers.models import ModelConfig
-from helpers.roofline import RooflineTime, bound_time, decode_split, predicted_time, roofline_time
+from helpers.roofline import (
+    RooflineTime,
+    bound_time,
+    decode_split,
+    decode_split_weight_only,
+    predicted_time,
+    roofline_time,
+)
 
 __all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot",
            "phase_speedups", "upgrade_speedups"]
@@ -41,15 +48,18 @@ def ttft(
 
 
 def decode_step_time(
-    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16"
-) -> float:
+    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16",
+    weight_dtype: str | None = None,
+) -> float:  # fmt: skip
     """Seconds for one decode step of ``batch`` sequences with ``context`` cached tokens.
 
     The split model: the weight matmuls and attention are each bounded on their own and their
     times add (they run one after the other), so a large batch cannot hide attention's
-    memory traffic behind the weights' compute (chapters 3 and 7).
+    memory traffic behind the weights' compute (chapters 3 and 7). ``weight_dtype``: the
+    weights stored narrower than ``dtype`` (``roofline.decode_split_weight_only``, chapter 7).
     """
-    parts = decode_split(cfg, hw, batch, context, dtype)
+    parts = (decode_split(cfg, hw, batch, context, dtype) if weight_dtype is None else
+             decode_split_weight_only(cfg, hw, batch, context, weight_dtype, dtype))
     return parts["weights"].seconds + parts["attention"].seconds
 
 

@@ -184,47 +184,31 @@ def forward_bytes(
 
 
 def max_concurrent_sequences(
-    cfg: ModelConfig, memory_bytes: float, context: int, dtype: str = "bf16"
-) -> int:
-    """How many sequences of ``context`` tokens fit beside the weights (chapter 2):
-    ⌊(memory − weights) / (κ · cached tokens)⌋, before activations, fragmentation and the
-    framework's own reserve, so a real server fits fewer. 0 if the weights alone do not fit.
-    """
-    positive_int(context, "context")
-    if not memory_bytes > 0:
-        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
-    free = memory_bytes - weight_bytes(cfg, dtype)
-    if free <= 0:
-        return 0
-    return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))
-
-
-# Chapter 7: the batch that fits, with weights stored narrower than the KV cache.
-__all__ += ["max_batch_weight_only"]
-
-
-def max_batch_weight_only(
     cfg: ModelConfig,
     memory_bytes: float,
     context: int,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    dtype: str = "bf16",
+    *,
+    weight_dtype: str | None = None,
     reserve_bytes: float = 0,
 ) -> int:
-    """Sequences of ``context`` tokens that fit when the weights are stored in
-    ``weight_dtype`` (weight-only quantization: int8 or int4 weights, bf16 activations and
-    KV cache) (chapter 7): ⌊(memory − weights − reserve) / (κ · cached tokens)⌋, κ in
-    ``kv_dtype``; 0 if the weights and the reserve alone do not fit. With both dtypes the
-    same and no reserve it is ``max_concurrent_sequences``."""
+    """How many sequences of ``context`` tokens fit beside the weights (chapter 2):
+    ⌊(memory − weights − reserve) / (κ · cached tokens)⌋, the KV cache in ``dtype``, before
+    activations, fragmentation and the framework's own reserve (unless ``reserve_bytes``
+    sets it aside), so a real server fits fewer. 0 if the weights alone do not fit.
+
+    ``weight_dtype``: the weights stored narrower than ``dtype`` (weight-only quantization,
+    int8 or int4 weights with bf16 activations and KV cache; chapter 7); default ``dtype``.
+    """
     positive_int(context, "context")
     if not memory_bytes > 0:
         raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
     if not reserve_bytes >= 0:
         raise ValueError(f"reserve_bytes must be >= 0, got {reserve_bytes!r}")
-    free = memory_bytes - weight_bytes(cfg, weight_dtype) - reserve_bytes
+    free = memory_bytes - weight_bytes(cfg, weight_dtype or dtype) - reserve_bytes
     if free <= 0:
         return 0
-    return int(free // (kv_bytes_per_token(cfg, kv_dtype) * cached_tokens(cfg, context)))
+    return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))
 
 
 def kv_blocks(tokens: int, block_size: int) -> int:

@@ -1,9 +1,9 @@
 """The batching explorer of chapter 7 (`07_batching`): throughput against latency as the
 decode batch grows, and where the critical batch and the memory cap stop it.
 
-``batch_curve`` reads every number off the helpers (``roofline.decode_split_weight_only``,
-``roofline.critical_batch_weight_only``, ``memory.max_batch_weight_only``: no formula lives
-here); ``draw_batch_curve`` draws aggregate tokens/s against TPOT, one point per batch, as
+``batch_curve`` reads every number off the helpers (``latency.decode_step_time``,
+``roofline.critical_batch_weight_only``, ``memory.max_concurrent_sequences``: no formula
+lives here); ``draw_batch_curve`` draws aggregate tokens/s against TPOT, one point per batch, as
 "How to Scale Your Model" draws it, on a matplotlib Axes; ``plot_batch_curve`` shows one
 curve in a new figure (the chapter's default view); ``show_batch_curve`` is the ``interact``
 callback. Neither returns anything, so ``interact`` shows the figure and no repr under it.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers import hardware, memory, models, roofline
+from helpers import hardware, latency, memory, models, roofline
 from helpers._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
@@ -66,14 +66,12 @@ def batch_curve(
     for b in batches:
         positive_int(b, "a batch size")
     cfg, hw = models.get(model), hardware.get(chip)
-    tpot = []
-    for b in batches:
-        split = roofline.decode_split_weight_only(cfg, hw, b, context, weight_dtype)
-        tpot.append(split["weights"].seconds + split["attention"].seconds)
-    return BatchCurve(model, chip, context, weight_dtype, tuple(batches), tuple(tpot),
+    tpot = tuple(latency.decode_step_time(cfg, hw, b, context, weight_dtype=weight_dtype)
+                 for b in batches)  # fmt: skip
+    return BatchCurve(model, chip, context, weight_dtype, tuple(batches), tpot,
                       roofline.critical_batch_weight_only(cfg, hw, weight_dtype),
-                      memory.max_batch_weight_only(cfg, hw.memory_bytes, context,
-                                                   weight_dtype))  # fmt: skip
+                      memory.max_concurrent_sequences(cfg, hw.memory_bytes, context,
+                                                      weight_dtype=weight_dtype))  # fmt: skip
 
 
 def draw_batch_curve(ax, curve: BatchCurve) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers import hardware, models, serving
+from helpers import serving
 from helpers.serving import Scenario, ServingConfig
 from helpers.widgets.figures import new_figure, show_figure
 
@@ -78,9 +78,7 @@ def planner_view(
     ``dtype`` or a dtype the chip has no peak for."""
     scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
                         ttft_ms / 1e3, tpot_ms / 1e3)  # fmt: skip
-    if serving.kv_capacity_tokens(models.get(model), hardware.get(chip).memory_bytes, dtype) <= 0:
-        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory: pick a "
-                         "bigger chip or a narrower dtype")  # fmt: skip
+    serving.roofline_engine(model, chip, dtype)  # the planner's engine: ValueError if no fit
     plan = serving.plan_serving(scenario, loads=PLANNER_LOADS)
     report = None if plan.best is None else serving.config_report(scenario, plan.best)
     return PlannerView(scenario, plan.best, plan.goodput, report, len(plan.goodputs),

@@ -89,8 +89,8 @@ def test_weight_only_equals_plain_when_dtypes_agree(name):
     assert same["attention"] == plain["attention"]
     assert roofline.critical_batch_weight_only(cfg, H100, "bf16") == \
         roofline.critical_batch_split(cfg, H100)
-    assert memory.max_batch_weight_only(cfg, H100.memory_bytes, 4096) == \
-        memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096)
+    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype="bf16") \
+        == memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096)
 
 
 def test_weight_only_moves_the_critical_batch_and_the_cap():
@@ -99,7 +99,7 @@ def test_weight_only_moves_the_critical_batch_and_the_cap():
     int8 = roofline.critical_batch_weight_only(cfg, H100, "int8")
     int4 = roofline.critical_batch_weight_only(cfg, H100, "int4")
     assert int8 == pytest.approx(bf16 / 2, rel=0.02) and int4 == pytest.approx(bf16 / 4, rel=0.03)
-    caps = [memory.max_batch_weight_only(cfg, H100.memory_bytes, 4096, w)
+    caps = [memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype=w)
             for w in ("bf16", "int8", "int4")]
     assert caps[0] < caps[1] < caps[2]
     kappa = memory.kv_bytes_per_token(cfg) * 4096
@@ -107,10 +107,10 @@ def test_weight_only_moves_the_critical_batch_and_the_cap():
     assert caps[2] == int(free // kappa)
     # a 70B model does not fit one H100 in bf16, does in int4
     big = models.get("Llama-3.1-70B")
-    assert memory.max_batch_weight_only(big, H100.memory_bytes, 4096) == 0
-    assert memory.max_batch_weight_only(big, H100.memory_bytes, 4096, "int4") > 0
-    assert memory.max_batch_weight_only(cfg, H100.memory_bytes, 4096, "int4",
-                                        reserve_bytes=H100.memory_bytes) == 0
+    assert memory.max_concurrent_sequences(big, H100.memory_bytes, 4096) == 0
+    assert memory.max_concurrent_sequences(big, H100.memory_bytes, 4096, weight_dtype="int4") > 0
+    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype="int4",
+                                           reserve_bytes=H100.memory_bytes) == 0
 
 
 def cfg_params(cfg):

@@ -23,7 +23,8 @@ def test_curve_numbers_come_from_the_helpers():
     assert c.tpot_s[1] == pytest.approx(split["weights"].seconds + split["attention"].seconds)
     assert c.throughput[1] == pytest.approx(8 / c.tpot_s[1])
     assert c.critical_batch == roofline.critical_batch_weight_only(cfg, hw, "int8")
-    assert c.max_batch == memory.max_batch_weight_only(cfg, hw.memory_bytes, 2048, "int8")
+    assert c.max_batch == memory.max_concurrent_sequences(cfg, hw.memory_bytes, 2048,
+                                                      weight_dtype="int8")
     assert [r[3] for r in c.rows()] == [b <= c.max_batch for b in (1, 8, 64)]
     assert "int8 weights" in c.summary()
 
