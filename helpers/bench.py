@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from helpers import ceilings as ceilings_mod
-from helpers import kernels, plots, timing
+from helpers import kernels, machine, plots, timing
 from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
 from helpers.memory import dtype_bytes, linear_bytes
@@ -183,7 +183,7 @@ def _memory_needed(
 
 def _weight_copies(shape: LinearShape, dtype: str, device: str, copies: int) -> list[Any]:
     """``copies`` distinct random weights of ``shape``, stored [n×k] as ``nn.Linear`` does."""
-    weight = timing.random_tensor((shape.n, shape.k), timing.torch_dtype(dtype), device)
+    weight = timing.random_tensor((shape.n, shape.k), machine.torch_dtype(dtype), device)
     return timing.shifted_copies(weight, copies)
 
 
@@ -287,7 +287,7 @@ def measure_point(
     flush = timing.flush_buffer(device, plan.flush_bytes) if plan.method == "flush" else None
     if prepared is None:
         prepared = kernels.prepare_all(weights[: plan.copies], device, dtype)
-    x = timing.random_tensor((m, shape.k), timing.torch_dtype(dtype), device)
+    x = timing.random_tensor((m, shape.k), machine.torch_dtype(dtype), device)
     xs = timing.shifted_copies(x, plan.copies)
     candidates = _candidates(prepared, xs, device, dtype, m)
     kernel, race, measured = kernels.time_fastest(candidates, device, flush=flush,
@@ -452,13 +452,13 @@ def paired_decode(
         raise ValueError(f"pairs must be at least 1, got {pairs}")
     buffer = ceilings_mod.stream_buffer(device)
     stream_bytes = buffer.numel() * buffer.element_size()
-    budget = ceilings_mod.device_memory_bytes(device) // 4 - stream_bytes
+    budget = machine.device_memory_bytes(device) // 4 - stream_bytes
     forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
     while forms * linear_bytes(1, shape.k, shape.n, dtype) > budget and min(shape.k, shape.n) > 1:
         shape = replace(shape, k=max(1, shape.k // 2), n=max(1, shape.n // 2))
     matmul_bytes = linear_bytes(1, shape.k, shape.n, dtype)
     weights = _weight_copies(shape, dtype, device, 1)
-    x = timing.random_tensor((1, shape.k), timing.torch_dtype(dtype), device)
+    x = timing.random_tensor((1, shape.k), machine.torch_dtype(dtype), device)
     candidates = _candidates(kernels.prepare_all(weights, device, dtype), [x], device, dtype, 1)
     kernel, _ = kernels.fastest(candidates, device, flush=buffer)
     (input_set,) = dict(candidates)[kernel]
@@ -621,29 +621,6 @@ def plot_roofline(
     plt.close(fig)
 
 
-def _cpu_seconds() -> tuple[float, float, float] | None:
-    """(busy CPU-seconds of the whole machine, of this process, wall clock), or None where
-    /proc/stat is missing (not Linux)."""
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
-    own = os.times()
-    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system, own.elapsed
-
-
-def _others_share(start: tuple[float, float, float] | None) -> float | None:
-    """Fraction of the machine's CPU time that *other* processes used since ``start``: on a
-    machine with few cores, any of it steals time from the benchmark's threads."""
-    end = _cpu_seconds()
-    if start is None or end is None or end[2] <= start[2]:
-        return None
-    others = (end[0] - start[0]) - (end[1] - start[1])
-    return max(0.0, others / ((end[2] - start[2]) * (os.cpu_count() or 1)))
-
-
 def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfig:
     """The preset, after checking the model, every dtype and the device: a bad argument fails
     before anything is measured."""
@@ -651,8 +628,8 @@ def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfi
 
     cfg = models.get(model)
     for dtype in dtypes:
-        timing.torch_dtype(dtype)
-    ceilings_mod.check_device(device)
+        machine.torch_dtype(dtype)
+    machine.check_device(device)
     return cfg
 
 
@@ -672,7 +649,7 @@ def run(
         raise ValueError(f"scale must be at least 1, got {scale}")
     tokens = token_counts(max_tokens)
 
-    start = _cpu_seconds()
+    start = machine.cpu_seconds()
     ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
     # per dtype: a CPU without bf16 arithmetic must not shrink its fp32 prefill too
     labels = [s.label for s in layer_shapes(cfg)]
@@ -687,7 +664,7 @@ def run(
         points += sweep(ceilings, cfg, [dtype], scales[dtype], quick, progress)
     points, ceilings, bandwidth_after = remeasure_ceilings(points, ceilings, quick, streams[1:])
     streams.append(bandwidth_after)
-    others = _others_share(start)
+    others = machine.others_share(start)
     bandwidth_before = streams[0]
     drift = bandwidth_after / bandwidth_before - 1
     summary = summarize(points, ceilings)
@@ -744,7 +721,7 @@ def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
     for dtype in dtypes:
         kernel, timed, rates = paired_decode(shape, dtype, device, pairs)
         title = (f"{model} {timed.label} ({timed.k}x{timed.n}), m=1, {dtype}, {kernel} kernel, "
-                 f"on {ceilings_mod.device_name(device)}:")  # fmt: skip
+                 f"on {machine.device_name(device)}:")  # fmt: skip
         print(format_pairs(title, rates))
 
 

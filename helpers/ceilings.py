@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import datetime
 import os
-import platform
 import re
-import subprocess
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from helpers import kernels, timing
+from helpers import kernels, machine, timing
 
 if TYPE_CHECKING:
     import torch
@@ -35,12 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Ceilings",
-    "DTYPE_NAMES",
-    "torch_dtype",
-    "device_name",
-    "device_memory_bytes",
     "datasheet_chip",
-    "check_device",
     "GEMMS_ENV",
     "gemm_shapes",
     "measure_matmul_ceiling",
@@ -49,9 +42,6 @@ __all__ = [
     "measure_ceilings",
     "with_best_bandwidth",
 ]
-
-DTYPE_NAMES = timing.DTYPE_NAMES
-torch_dtype = timing.torch_dtype  # here too, where chapters 4-5 first meet it
 
 MiB = 2**20
 GiB = 2**30
@@ -115,74 +105,6 @@ class Ceilings:
         )
 
 
-def check_device(device: str) -> str:
-    """The device string, validated: ValueError if unknown or not present here."""
-    import torch
-
-    try:
-        kind = torch.device(device).type
-    except RuntimeError:
-        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but no CUDA device is available")
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} requested but MPS is not available")
-    if kind not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unsupported device {device!r}: use cpu, cuda or mps")
-    return device
-
-
-def _command_output(command: list[str]) -> str:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def device_name(device: str) -> str:
-    """A human-readable name: the GPU's name, or the CPU's model name."""
-    import torch
-
-    kind = torch.device(device).type
-    if kind == "cuda":
-        return torch.cuda.get_device_name(torch.device(device))
-    if kind == "mps":
-        return _command_output(["sysctl", "-n", "machdep.cpu.brand_string"]) or "Apple GPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return (_command_output(["sysctl", "-n", "machdep.cpu.brand_string"])
-            or platform.processor() or platform.machine())  # fmt: skip
-
-
-def device_memory_bytes(device: str) -> int:
-    """Memory a benchmark may plan around: free GPU memory, MPS's recommended maximum, or
-    the CPU's available RAM: Linux's MemAvailable (free memory plus the page cache it can
-    reclaim; free memory alone is small on any machine that has read many files), else free
-    pages, else total RAM."""
-    import torch
-
-    kind = torch.device(device).type
-    if kind == "cuda":
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    if kind == "mps":
-        return int(torch.mps.recommended_max_memory())
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # reported in kB
-    except (OSError, ValueError, IndexError):
-        pass
-    pages = os.sysconf("SC_AVPHYS_PAGES") if "SC_AVPHYS_PAGES" in os.sysconf_names else None
-    pages = pages or os.sysconf("SC_PHYS_PAGES")
-    return int(pages * os.sysconf("SC_PAGE_SIZE"))
-
-
 def datasheet_chip(name: str) -> str | None:
     """The ``helpers.hardware`` chip whose name best matches a device name, or None.
 
@@ -234,8 +156,8 @@ def measure_matmul_ceiling(
     """
     best: tuple[float, tuple[int, int, int], str] | None = None
     for m, k, n in shapes or gemm_shapes(device, quick):
-        x = timing.random_tensor((m, k), torch_dtype(dtype), device)
-        w = timing.random_tensor((n, k), torch_dtype(dtype), device)
+        x = timing.random_tensor((m, k), machine.torch_dtype(dtype), device)
+        w = timing.random_tensor((n, k), machine.torch_dtype(dtype), device)
         candidates = [(kernel, [(x, kernel.prepare(w))])
                       for kernel in kernels.linear_kernels(device, dtype, m)]  # fmt: skip
         kernel, _, measured = kernels.time_fastest(candidates, device,
@@ -254,10 +176,10 @@ def bandwidth_buffer_bytes(device: str, quick: bool) -> int:
     least 256 MiB (4 × and 1 GiB in full mode), at most a quarter of the device's memory. A
     sequential pass over twice the cache finds none of it still cached, and the same buffer
     then serves as the harness's cache flush (``timing.flush_buffer``)."""
-    cache = timing.last_level_cache_bytes(device)
+    cache = machine.last_level_cache_bytes(device)
     factor = timing.FLUSH_FACTOR
     wanted = max(factor * cache, 256 * MiB) if quick else max(2 * factor * cache, GiB)
-    return int(min(wanted, device_memory_bytes(device) // 4))
+    return int(min(wanted, machine.device_memory_bytes(device) // 4))
 
 
 def stream_buffer(device: str, quick: bool = True, nbytes: int | None = None) -> torch.Tensor:
@@ -297,9 +219,9 @@ def measure_ceilings(
 
     from helpers import hardware
 
-    check_device(device)
+    machine.check_device(device)
     for dtype in dtypes:
-        torch_dtype(dtype)
+        machine.torch_dtype(dtype)
     flops: dict[str, float] = {}
     best_shape: dict[str, tuple[int, int, int]] = {}
     best_kernel: dict[str, str] = {}
@@ -317,7 +239,7 @@ def measure_ceilings(
         bar.update()
         bar.set_postfix_str("")
 
-    name = device_name(device)
+    name = machine.device_name(device)
     chip = datasheet_chip(name)
     spec = hardware.get(chip) if chip else None
     return Ceilings(
@@ -332,8 +254,8 @@ def measure_ceilings(
         bandwidth=bandwidth,
         bandwidth_method=f"x.sum() over a {nbytes / MiB:.0f} MiB fp32 buffer; "
         "bytes = buffer size, read once per call",
-        cache_bytes=timing.last_level_cache_bytes(device),
-        memory_bytes=device_memory_bytes(device),
+        cache_bytes=machine.last_level_cache_bytes(device),
+        memory_bytes=machine.device_memory_bytes(device),
         datasheet_chip=chip,
         datasheet_flops={d: spec.peak_flops[d] for d in dtypes if d in spec.peak_flops}
         if spec

@@ -64,11 +64,11 @@ def stamp(device: str) -> dict[str, str]:
 
     import torch
 
-    from helpers import ceilings
+    from helpers import machine
 
     return {
         "device": device,
-        "device_name": ceilings.device_name(device),
+        "device_name": machine.device_name(device),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -93,7 +93,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import gpu_edition
+from helpers import gpu_edition, machine
 
 __all__ = ["Step", "STEPS", "BUDGET_S", "Size", "size_for", "JUPYTER_MODULES", "GPU_WHEELS",
            "ASSUMED_PRESENT", "OPTIONAL",
@@ -306,7 +306,7 @@ def measure_latency(device: str, size: Size) -> dict[str, Any]:
     peak = measured.peak(dtype)
     results, streams = [], []
     for cfg in size.models:
-        model = random_decoder(cfg, device, ceilings.torch_dtype(dtype))
+        model = random_decoder(cfg, device, machine.torch_dtype(dtype))
 
         def prefill(ids: torch.Tensor, model: Any = model) -> Any:
             return model(ids, logits="last")
@@ -390,7 +390,7 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     out of memory ends the sweep, recorded."""
     import torch
 
-    from helpers import ceilings, latency, memory, roofline, timing
+    from helpers import latency, memory, roofline, timing
     from helpers.decoder.kv_cache import KVCache
     from helpers.decoder.model import random_decoder
 
@@ -398,10 +398,10 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     torch.set_grad_enabled(False)
     measured = _ceilings(device, (dtype,), size, quick=True)
     hw = measured.as_hardware_spec()
-    model = random_decoder(cfg, device, ceilings.torch_dtype(dtype))
+    model = random_decoder(cfg, device, machine.torch_dtype(dtype))
     per_sequence = (memory.kv_bytes_per_token(cfg, dtype) * (context + 1)
                     + 2 * cfg.vocab * memory.dtype_bytes(dtype))  # fmt: skip
-    free = ceilings.device_memory_bytes(device)
+    free = machine.device_memory_bytes(device)
     cap = max(1, int(0.9 * free // per_sequence))
     rule = (f"90% of {free / 2**30:,.1f} GiB free / {per_sequence / 2**20:,.2f} MiB a sequence "
             f"(KV of {context + 1} tokens and two rows of logits)")  # fmt: skip
@@ -671,11 +671,9 @@ def run(
     returns the manifest. Only the chapters in ``notebooks`` are executed. ``isolate``: each
     measuring step in its own process, killed at its limit; without it they run in this one,
     unlimited (the CPU test, which cannot afford a torch import per step)."""
-    from helpers import ceilings
-
     started = time.monotonic()
     size = size_for(quick, tiny)
-    ceilings.check_device(device)
+    machine.check_device(device)
     found = gpu_edition.stamp(device)
     folder = Path(out) if out else gpu_edition.ROOT / gpu_edition.device_slug(found["device_name"])
     _check_out(folder, device, size)

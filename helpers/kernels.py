@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from helpers import timing
+from helpers import machine, timing
 
 if TYPE_CHECKING:
     import torch
@@ -151,7 +151,7 @@ def linear_kernels(device: str, dtype: str, m: int | None = None) -> list[Linear
 
     kernels = [EAGER]
     if torch.device(device).type == "cpu":
-        if _onednn_supports(timing.torch_dtype(dtype)):
+        if _onednn_supports(machine.torch_dtype(dtype)):
             kernels += [ONEDNN, PACKED]
         if dtype != "fp32" and m in (None, 1):
             kernels.append(ATEN)

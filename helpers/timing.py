@@ -19,17 +19,15 @@ is kept in small pure functions that the chapter's exercises mirror.
 
 from __future__ import annotations
 
-import glob
 import itertools
 import math
-import os
-import re
-import subprocess
 import time
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from helpers import machine
 
 if TYPE_CHECKING:
     import torch
@@ -42,17 +40,11 @@ __all__ = [
     "COPIES_FACTOR",
     "FLUSH_FACTOR",
     "MAX_COPIES",
-    "LLC_ENV",
     "CacheDefeat",
     "copies_to_exceed_cache",
     "plan_cache_defeat",
     "flush_buffer",
     "flush_cache",
-    "last_level_cache_bytes",
-    "DTYPE_NAMES",
-    "torch_dtype",
-    "DEFAULT_CPU_LLC_BYTES",
-    "DEFAULT_MPS_CACHE_BYTES",
     "MIN_BLOCK_S",
     "MIN_SAMPLES",
     "call_seconds",
@@ -65,19 +57,8 @@ __all__ = [
     "time_callable",
     "time_rotating",
     "cache_sweep_seconds",
-    "busy_cores",
     "timing_threads",
 ]
-
-MiB = 2**20
-
-DEFAULT_CPU_LLC_BYTES = 64 * MiB
-"""Used when the CPU's last-level cache size cannot be read: larger than the L3 of most
-desktop and laptop chips, so the rotation errs on the side of too many copies."""
-
-DEFAULT_MPS_CACHE_BYTES = 128 * MiB
-"""Apple GPUs do not report their system-level cache; this is above the sizes Apple's
-chips are reported to have, for the same reason."""
 
 MIN_SAMPLES = 4
 """Fewest timed blocks ``time_callable`` returns: enough for a median and a spread."""
@@ -97,13 +78,6 @@ this count the cache is flushed instead (``plan_cache_defeat``)."""
 
 FLUSH_FACTOR = 2.0
 """A flush streams a buffer at least this many times the last-level cache."""
-
-LLC_ENV = "TEXTBOOK_LLC_BYTES"
-"""Environment variable that overrides the detected last-level cache size: bytes, or a size
-such as ``8MiB`` or ``1GiB`` (to try the harness as if on another CPU, or where detection is
-wrong, e.g. in a VM)."""
-
-DTYPE_NAMES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -248,89 +222,6 @@ def flush_cache(buffer: torch.Tensor) -> None:
         buffer.zero_()
     else:
         torch.sum(buffer)
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    """``"fp32"`` → ``torch.float32`` etc.; ValueError naming the known dtypes otherwise."""
-    import torch
-
-    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}: known are {', '.join(DTYPE_NAMES)}") from None
-
-
-def _parse_size(text: str) -> int | None:
-    """'32768K', '32 MiB', '1M' → bytes; None if unreadable."""
-    match = re.match(r"\s*([\d.]+)\s*([KMG]?)(i?B)?", text.strip(), re.IGNORECASE)
-    if not match:
-        return None
-    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
-    return int(float(match.group(1)) * scale)
-
-
-def _cpu_llc_from_sysfs() -> int | None:
-    """Largest data/unified cache of cpu0 from Linux sysfs (size as the kernel reports it)."""
-    best: tuple[int, int] | None = None
-    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
-        try:
-            with open(os.path.join(index, "type")) as f:
-                kind = f.read().strip()
-            with open(os.path.join(index, "level")) as f:
-                level = int(f.read())
-            with open(os.path.join(index, "size")) as f:
-                size = _parse_size(f.read())
-        except (OSError, ValueError):
-            continue
-        if kind != "Instruction" and size and (best is None or level > best[0]):
-            best = (level, size)
-    return best[1] if best else None
-
-
-def _cpu_llc_from_command() -> int | None:
-    """L3 (else L2) from `lscpu` (Linux) or `sysctl` (macOS); None if neither answers."""
-    for command, pattern in (
-        (["lscpu"], r"^L3 cache:\s*(.+?)(\s*\(.*)?$"),
-        (["sysctl", "-n", "hw.l3cachesize"], r"^(\d+)$"),
-        (["sysctl", "-n", "hw.l2cachesize"], r"^(\d+)$"),
-    ):
-        try:
-            out = subprocess.run(command, capture_output=True, text=True, timeout=5).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for line in out.splitlines():
-            match = re.match(pattern, line.strip())
-            size = _parse_size(match.group(1)) if match else None
-            if size:
-                return size
-    return None
-
-
-def last_level_cache_bytes(device: str = "cpu") -> int:
-    """Size of the cache that a benchmark's working set must exceed (chapter 4).
-
-    The environment variable ``TEXTBOOK_LLC_BYTES`` (``LLC_ENV``), if set, wins. Otherwise
-    CPU: the largest data cache in Linux sysfs, else `lscpu` / macOS `sysctl`, else
-    ``DEFAULT_CPU_LLC_BYTES``. CUDA: the L2 size torch reports. MPS: Apple does not report
-    one, so ``DEFAULT_MPS_CACHE_BYTES``.
-    """
-    import torch
-
-    override = os.environ.get(LLC_ENV, "").strip()
-    if override:
-        size = _parse_size(override) if re.fullmatch(r"[\d.]+\s*([KMG]i?B?)?", override,
-                                                    re.IGNORECASE) else None  # fmt: skip
-        if not size:
-            raise ValueError(f"{LLC_ENV}={override!r} is not a cache size: give bytes or a "
-                             "size such as 8MiB or 1GiB")  # fmt: skip
-        return size
-    kind = torch.device(device).type
-    if kind == "cuda":
-        return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
-    if kind == "mps":
-        return DEFAULT_MPS_CACHE_BYTES
-    return _cpu_llc_from_sysfs() or _cpu_llc_from_command() or DEFAULT_CPU_LLC_BYTES
 
 
 def synchronize(device: str) -> None:
@@ -511,7 +402,8 @@ def time_callable(
 
     if torch.device(device).type == "cuda":
         if flush is None and flush_l2:
-            flush = flush_buffer(device, math.ceil(FLUSH_FACTOR * last_level_cache_bytes(device)))
+            cache = machine.last_level_cache_bytes(device)
+            flush = flush_buffer(device, math.ceil(FLUSH_FACTOR * cache))
         samples = _cuda_event_samples(fn, inputs, min_run_time, max_run_time, flush)
         return Timing.from_samples(samples, device=device, threads=threads)
     if flush is not None:
@@ -638,32 +530,6 @@ def cache_sweep_seconds(
             buffers.append((random_tensor((buffer_bytes // 4,), torch.float32, device),))
         seconds.append(time_rotating(torch.sum, buffers[:count], device, min_run_time))
     return seconds
-
-
-def busy_cores(seconds: float = 0.5) -> float | None:
-    """Cores' worth of CPU time that *other* processes used over the next ``seconds`` (Linux
-    /proc/stat, minus this process's own CPU time); None where /proc/stat is missing.
-
-    Why it matters (chapter 5): a parallel GEMM waits for its slowest thread at every barrier,
-    and a thread whose core another process holds waits a scheduler time slice, milliseconds,
-    so a microsecond matmul takes tens of milliseconds. ``timing_threads`` leaves those cores
-    to the other processes."""
-
-    def sample() -> tuple[float, float, float]:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, iowait
-        own = os.times()
-        return busy, own.user + own.system, time.perf_counter()
-
-    try:
-        start = sample()
-        time.sleep(seconds)
-        end = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    others = (end[0] - start[0]) - (end[1] - start[1])
-    return max(0.0, others / (end[2] - start[2]))
 
 
 def timing_threads(cores: int, busy: float | None) -> int:

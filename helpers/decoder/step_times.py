@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from helpers import timing
+from helpers import machine, timing
 from helpers.decoder.kv_cache import PagedKVCache
 from helpers.decoder.model import Decoder
 from helpers.decoder.paged_step import PagedEntry
@@ -127,7 +127,7 @@ def profile_step_times(
     bs, generator = cache.block_size, torch.Generator().manual_seed(seed)
     flush = None
     if cold:
-        cache_bytes = timing.last_level_cache_bytes(device)
+        cache_bytes = machine.last_level_cache_bytes(device)
         flush = timing.flush_buffer(device, math.ceil(timing.FLUSH_FACTOR * cache_bytes))
     records = []
     for shape in shapes:

@@ -65,13 +65,13 @@ def fidelity_setup(device: str | None = None):
     published Qwen2.5-0.5B in bf16. Random weights; threads as ``timing.timing_threads``."""
     import torch
 
-    from helpers import models, timing
+    from helpers import machine, models, timing
     from helpers.decoder.model import random_decoder
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     preset = models.get("Qwen2.5-0.5B")
     if device == "cpu":
-        torch.set_num_threads(timing.timing_threads(os.cpu_count() or 1, timing.busy_cores()))
+        torch.set_num_threads(timing.timing_threads(os.cpu_count() or 1, machine.busy_cores()))
         cfg = dataclasses.replace(preset, name="Qwen2.5-0.5B shapes, 1 layer, vocab 4,096",
                                   layers=1, vocab=4096)  # fmt: skip
         return random_decoder(cfg, device, torch.float32)

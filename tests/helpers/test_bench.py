@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers import bench, kernels, models, timing
+from helpers import bench, kernels, machine, models
 from helpers.ceilings import Ceilings
 
 # Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
@@ -247,7 +247,7 @@ def _run_cli(tmp_path, llc, *args):
         [sys.executable, "-m", "helpers.bench", "--device", "cpu", "--quick", "--dtype", "fp32",
          "--out", str(tmp_path), "--no-progress", *args],
         capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
-        env={**os.environ, timing.LLC_ENV: llc},
+        env={**os.environ, machine.LLC_ENV: llc},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result, json.loads((tmp_path / "bench_cpu.json").read_text())
@@ -386,7 +386,7 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
     huge = bench.LinearShape(("gate", "up"), 2**20, 2**20)  # 4 TiB of fp32 weight
     kernel, timed, rates = bench.paired_decode(huge, "fp32", "cpu", pairs=2)
     forms = len({k.prepare for k in kernels.linear_kernels("cpu", "fp32")})
-    budget = bench.ceilings_mod.device_memory_bytes("cpu") // 4
+    budget = machine.device_memory_bytes("cpu") // 4
     assert timed.names == huge.names and timed.k == timed.n < huge.k
     assert forms * bench.linear_bytes(1, timed.k, timed.n, "fp32") <= budget
     assert forms * bench.linear_bytes(1, 2 * timed.k, 2 * timed.n, "fp32") > budget / 2

@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from PIL import Image
 
-from helpers import ceilings, gpu_edition, gpu_reference, timing
+from helpers import gpu_edition, gpu_reference, machine
 
 EXECUTED = "04_timing"
 @pytest.fixture(scope="session")
@@ -45,7 +45,7 @@ def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--no-isolation", "--notebooks", EXECUTED, "--out", str(out), "--pack",
                  str(pack)],
                 capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
-                env={**os.environ, timing.LLC_ENV: os.environ.get(timing.LLC_ENV, "8MiB")},
+                env={**os.environ, machine.LLC_ENV: os.environ.get(machine.LLC_ENV, "8MiB")},
             )  # fmt: skip
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
             (root / "done").touch()
@@ -54,7 +54,7 @@ def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _stamp_is_this_run(found: dict[str, str]) -> None:
     assert found["device"] == "cpu" and found["torch_version"] == torch.__version__
-    assert found["device_name"] == ceilings.device_name("cpu") and found["date"][:2] == "20"
+    assert found["device_name"] == machine.device_name("cpu") and found["date"][:2] == "20"
 
 
 @pytest.mark.slow
@@ -114,7 +114,7 @@ def test_the_executed_notebook_ran_on_this_device(edition: Path):
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert len(code) == 2  # --tiny: the first two code cells
     printed = "".join(out.get("text", "") for out in code[1].outputs)
-    assert printed.startswith(f"device: cpu ({ceilings.device_name('cpu')}), torch ")
+    assert printed.startswith(f"device: cpu ({machine.device_name('cpu')}), torch ")
 
 
 @pytest.mark.slow
@@ -150,7 +150,7 @@ def test_show_edition_prints_the_figures_and_displays_the_png(edition: Path, she
         stamp = found[0].stamp
         first = captured.stdout.splitlines()[0]
         assert first.startswith("GPU edition, measured on ")
-        assert (f" {ceilings.device_name('cpu')}, torch {torch.__version__}, on "
+        assert (f" {machine.device_name('cpu')}, torch {torch.__version__}, on "
                 f"{stamp['date'][:10]} ") in first  # fmt: skip
         assert len(captured.stdout.splitlines()) > 2  # the stamp, then the figures
         (image,) = captured.outputs

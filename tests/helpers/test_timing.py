@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import itertools
 import math
 import time
@@ -12,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import timing
+from helpers import machine, timing
 
 MiB = 2**20
 
@@ -67,32 +66,6 @@ def test_copies_are_the_fewest_that_exceed_the_cache(per_copy, cache, factor):
         assert (copies - 1) * per_copy < factor * cache
 
 
-@pytest.mark.parametrize(
-    "text, expected",
-    [("32768K", 32 * MiB), ("1024K\n", MiB), ("32 MiB", 32 * MiB), ("2M", 2 * MiB),
-     ("524288", 524288), ("n/a", None)],
-)  # fmt: skip
-def test_parse_size(text, expected):
-    assert timing._parse_size(text) == expected
-
-
-def test_cpu_last_level_cache_is_the_largest_sysfs_cache(monkeypatch):
-    monkeypatch.delenv(timing.LLC_ENV, raising=False)
-    llc = timing.last_level_cache_bytes("cpu")
-    assert isinstance(llc, int)
-    sizes = []
-    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
-        with open(f"{index}/type") as f:
-            if f.read().strip() == "Instruction":
-                continue
-        with open(f"{index}/size") as f:
-            sizes.append(timing._parse_size(f.read()))
-    if sizes:
-        assert llc == max(sizes)
-    else:
-        assert llc > 0
-
-
 def test_random_tensor_is_random_and_never_zero():
     a = timing.random_tensor((64, 32), torch.bfloat16, "cpu")
     b = timing.random_tensor((64, 32), torch.bfloat16, "cpu")
@@ -107,7 +80,7 @@ def test_cache_defeat_holds_for_the_cache_in_force():
     file at 8 MiB, 260 MiB and 1 GiB): a 4 MiB input set is rotated through distinct copies
     that together exceed twice the cache while they number at most ``max_copies``, and is
     flushed by a buffer of at least twice the cache beyond that."""
-    llc = timing.last_level_cache_bytes("cpu")
+    llc = machine.last_level_cache_bytes("cpu")
     per_set = 1024 * 1024 * 4
 
     def make():
@@ -311,20 +284,6 @@ def test_call_seconds_times_one_call():
     assert calls == [2e-3]
 
 
-@pytest.mark.parametrize("value, expected", [("8MiB", 8 * MiB), ("1GiB", 2**30),
-                                             ("12345678", 12345678), ("300 MiB", 300 * MiB)])
-def test_the_cache_size_can_be_overridden_from_the_environment(monkeypatch, value, expected):
-    monkeypatch.setenv(timing.LLC_ENV, value)
-    assert timing.last_level_cache_bytes("cpu") == expected
-
-
-@pytest.mark.parametrize("value", ["big", "0", "-5MiB", "8 parsecs"])
-def test_a_bad_cache_override_is_an_error_naming_the_variable(monkeypatch, value):
-    monkeypatch.setenv(timing.LLC_ENV, value)
-    with pytest.raises(ValueError, match=f"{timing.LLC_ENV}=.*not a cache size"):
-        timing.last_level_cache_bytes("cpu")
-
-
 def test_plan_rotates_a_bounded_number_of_copies_and_flushes_beyond_it():
     rotate = timing.plan_cache_defeat(10 * MiB, 32 * MiB)
     assert (rotate.method, rotate.copies, rotate.flush_bytes) == ("rotate", 7, 0)
@@ -395,8 +354,8 @@ def one_thread():
 def test_a_flush_makes_a_cached_read_read_memory(one_thread, monkeypatch):
     """A physical effect, so against the host's real cache whatever ``TEXTBOOK_LLC_BYTES``
     says: a flush of twice it evicts a 4 MiB buffer, of any cache size."""
-    monkeypatch.delenv(timing.LLC_ENV, raising=False)
-    llc = timing.last_level_cache_bytes("cpu")
+    monkeypatch.delenv(machine.LLC_ENV, raising=False)
+    llc = machine.last_level_cache_bytes("cpu")
     x = timing.random_tensor((MiB,), torch.float32, "cpu")  # 4 MiB: fits an L2 or L3
     flush = timing.flush_buffer("cpu", math.ceil(timing.FLUSH_FACTOR * llc))
     cached = timing.time_callable(torch.sum, [(x,)], min_run_time=0.05, max_run_time=0.3)

@@ -192,11 +192,6 @@ def test_timing_threads_leaves_busy_cores_alone():
         timing.timing_threads(0, 0.0)
 
 
-def test_busy_cores_is_a_share_of_the_machine():
-    busy = timing.busy_cores(0.05)
-    assert busy is None or busy >= 0.0
-
-
 def test_roofline_results_is_an_ideal_device():
     from helpers import hardware
 

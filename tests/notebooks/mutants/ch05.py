@@ -79,7 +79,7 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
         'weight stored [k × n], as x @ W': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
     return [(timing.random_tensor((m, k), torch_dtype, device),
@@ -88,7 +88,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'one set repeated: the same tensors in every set': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
     one = (timing.random_tensor((m, k), torch_dtype, device),
@@ -98,7 +98,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'one x shared by every set, only the weights rotated': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
     x = timing.random_tensor((m, k), torch_dtype, device)
@@ -107,7 +107,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'torch.ones instead of random values': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
     return [(torch.ones((m, k), dtype=torch_dtype, device=device) * (1 + _),
@@ -116,7 +116,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'always fp32': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
     return [(timing.random_tensor((m, k), torch.float32, device),
@@ -125,7 +125,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         "fp32's 4 bytes whatever the dtype": '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * 4)))
     return [(timing.random_tensor((m, k), torch_dtype, device),
@@ -134,7 +134,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         "counts the output's bytes too": '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k + m * n) * size)))
     return [(timing.random_tensor((m, k), torch_dtype, device),
@@ -143,7 +143,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'working set only past the cache (factor 1)': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(cache_bytes / ((m * k + n * k) * size)))
     return [(timing.random_tensor((m, k), torch_dtype, device),
@@ -152,7 +152,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'floor instead of ceil': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(int(2 * cache_bytes // ((m * k + n * k) * size))))
     return [(timing.random_tensor((m, k), torch_dtype, device),
@@ -161,7 +161,7 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
         'hard-codes the visible answers': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
-    torch_dtype = timing.torch_dtype(dtype)
+    torch_dtype = machine.torch_dtype(dtype)
     size = torch.empty((), dtype=torch_dtype).element_size()
     copies = max(1, math.ceil(4 if m == 1 else 2))
     return [(timing.random_tensor((m, k), torch_dtype, device),
