@@ -1,9 +1,16 @@
-"""Latency models: TTFT, TPOT and end-to-end time (chapters 6 and 7).
+"""Latency: how long inference's phases take, predicted and measured (chapters 4 to 9).
 
 Each phase is estimated on the roofline: prefill of the prompt gives the time to first token
 (TTFT); one decode step gives the time per output token (TPOT); a request that generates n
 tokens takes about TTFT + (n − 1)·TPOT, because the first token comes out of prefill.
 These are lower bounds: real kernels reach a fraction of peak (chapter 4 measures it).
+
+The module holds, in this order: the roofline's predictions of a request's phases; the
+same predictions read off curves measured on a device, and a queue in front of prefill; a
+measured time held against the roofline (the verdict on a timing, MFU and MBU, a
+prediction's error); and what a measured decode batch sweep says. The metrics of one
+streamed request, read from its token times, are ``helpers.serving.metrics``'; speculative
+decoding's formulas are ``helpers.serving.spec``'s.
 """
 
 from __future__ import annotations
@@ -26,8 +33,32 @@ from helpers.roofline import (
     roofline_time,
 )
 
-__all__ = ["prefill_time", "ttft", "decode_step_time", "tpot", "end_to_end", "e2e_fixed_tpot",
-           "phase_speedups", "upgrade_speedups"]
+__all__ = [
+    "prefill_time",
+    "ttft",
+    "decode_step_time",
+    "tpot",
+    "end_to_end",
+    "e2e_fixed_tpot",
+    "phase_speedups",
+    "upgrade_speedups",
+    "interpolate",
+    "predict_e2e",
+    "fifo_first_tokens",
+    "roofline_verdict",
+    "flops_utilization",
+    "bandwidth_utilization",
+    "prediction_error",
+    "layer_time",
+    "full_size_time",
+    "check_sweep",
+    "sweep_summary",
+    "measured_knee",
+    "quantized_knee",
+]
+
+
+# Predicted on the roofline: a request's phases (chapters 6, 7 and 9).
 
 
 def prefill_time(
@@ -68,6 +99,38 @@ def tpot(
 ) -> float:
     """Time per output token for one sequence in a batch of ``batch``: one decode step."""
     return decode_step_time(cfg, hw, batch, context, dtype)
+
+
+def end_to_end(
+    cfg: ModelConfig,
+    hw: HardwareSpec,
+    prompt_tokens: int,
+    output_tokens: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+) -> float:
+    """TTFT + the decode steps for tokens 2 … n, each at its own context length.
+
+    With a fixed TPOT this is TTFT + (n − 1)·TPOT; here TPOT grows as the cache grows.
+    """
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(output_tokens, "output_tokens")
+    total = ttft(cfg, hw, prompt_tokens, batch, dtype)
+    for step in range(1, output_tokens):
+        total += decode_step_time(cfg, hw, batch, prompt_tokens + step, dtype)
+    return total
+
+
+def e2e_fixed_tpot(ttft_seconds: float, tpot_seconds: float, output_tokens: int) -> float:
+    """The simple model: e2e = TTFT + (n − 1)·TPOT (chapter 6). A one-token output has no
+    decode step, so its TPOT is not read (it is NaN by ``serving.metrics.tpot_from``)."""
+    positive_int(output_tokens, "output_tokens")
+    checked = ((ttft_seconds, "ttft_seconds"),) + (
+        ((tpot_seconds, "tpot_seconds"),) if output_tokens > 1 else ())
+    for value, name in checked:
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return ttft_seconds + (output_tokens - 1) * tpot_seconds if output_tokens > 1 else ttft_seconds
 
 
 def phase_speedups(
@@ -122,123 +185,7 @@ def upgrade_speedups(
             "bandwidth": before / bandwidth}  # fmt: skip
 
 
-def end_to_end(
-    cfg: ModelConfig,
-    hw: HardwareSpec,
-    prompt_tokens: int,
-    output_tokens: int,
-    batch: int = 1,
-    dtype: str = "bf16",
-) -> float:
-    """TTFT + the decode steps for tokens 2 … n, each at its own context length.
-
-    With a fixed TPOT this is TTFT + (n − 1)·TPOT; here TPOT grows as the cache grows.
-    """
-    positive_int(prompt_tokens, "prompt_tokens")
-    positive_int(output_tokens, "output_tokens")
-    total = ttft(cfg, hw, prompt_tokens, batch, dtype)
-    for step in range(1, output_tokens):
-        total += decode_step_time(cfg, hw, batch, prompt_tokens + step, dtype)
-    return total
-
-
-def e2e_fixed_tpot(ttft_seconds: float, tpot_seconds: float, output_tokens: int) -> float:
-    """The simple model: e2e = TTFT + (n − 1)·TPOT (chapter 6)."""
-    positive_int(output_tokens, "output_tokens")
-    for value, name in ((ttft_seconds, "ttft_seconds"), (tpot_seconds, "tpot_seconds")):
-        if not value >= 0:
-            raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return ttft_seconds + (output_tokens - 1) * tpot_seconds
-
-
-# Speculative decoding (chapter 8): Leviathan, Kalman and Matias, "Fast Inference from
-# Transformers via Speculative Decoding" (ICML 2023, arXiv 2211.17192). The Monte Carlo of the
-# rejection sampling these formulas summarise is helpers.serving.spec_monte_carlo.
-
-__all__ += ["spec_expected_tokens", "spec_speedup", "spec_best_gamma"]
-
-
-def _check_spec(alpha: float, gamma: int) -> None:
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha (acceptance rate) must be in [0, 1], got {alpha!r}")
-    if type(gamma) is not int or gamma < 0:
-        raise ValueError(f"gamma (draft tokens per pass) must be an int >= 0, got {gamma!r}")
-
-
-def spec_expected_tokens(alpha: float, gamma: int) -> float:
-    """Expected tokens per target pass, (1 − α^{γ+1}) / (1 − α) (Leviathan et al. 2023, eq. 1).
-
-    The draft proposes γ tokens; each is accepted with probability α, independently, and the
-    pass always yields one more token (the target's correction, or a bonus one when all γ are
-    accepted): 1 + α + … + α^γ. At α = 1 that sum is γ + 1 (chapter 8).
-    """
-    _check_spec(alpha, gamma)
-    if alpha == 1:
-        return float(gamma + 1)
-    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
-
-
-def spec_speedup(alpha: float, gamma: int, c: float) -> float:
-    """Walltime speedup over plain decoding, (1 − α^{γ+1}) / ((1 − α)(γc + 1)) (Leviathan et
-    al. 2023, Theorem 3.8): the expected tokens of one pass over its cost, γ draft steps at c
-    target steps each plus one target pass. c = draft step time / target step time. It
-    assumes the target's pass over γ + 1 tokens costs one decode step, which holds while
-    decode is memory-bound (chapters 3 and 8).
-    """
-    if not c >= 0:
-        raise ValueError(f"c (draft cost over target cost) must be >= 0, got {c!r}")
-    return spec_expected_tokens(alpha, gamma) / (gamma * c + 1)
-
-
-def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
-    """The γ in 0 … ``max_gamma`` that maximises ``spec_speedup`` (the smallest on a tie).
-
-    Drafting more tokens pays while α^γ, the chance the last one is still wanted, beats the
-    cost c of drafting it; at α = 0.8, c = 0.05 the best is γ = 8, 3.09× (chapter 8).
-    """
-    _check_spec(alpha, max_gamma)
-    speedups = [spec_speedup(alpha, gamma, c) for gamma in range(max_gamma + 1)]
-    return max(range(max_gamma + 1), key=lambda gamma: (speedups[gamma], -gamma))
-
-
-# Chapter 6 (`06_ttft_tpot`): the metrics of one streamed request, read from its timing
-# trace; predictions from TTFT and TPOT curves measured on a device; and what requests
-# sharing one engine do to each other (the queue before a prefill, the stall it causes).
-
-__all__ += ["trace_metrics", "inter_token_latencies", "interpolate", "predict_e2e",
-            "fifo_first_tokens", "stall_report", "bandwidth_utilization",
-            "flops_utilization"]  # fmt: skip
-
-
-def _check_trace(start_s: float, token_times: Sequence[float]) -> list[float]:
-    times = [float(t) for t in token_times]
-    if not times:
-        raise ValueError("token_times is empty: a request emits at least one token")
-    if any(b < a for a, b in zip(times, times[1:], strict=False)) or times[0] < start_s:
-        raise ValueError("token_times must be non-decreasing and no earlier than start_s")
-    return times
-
-
-def inter_token_latencies(token_times: Sequence[float]) -> list[float]:
-    """Gaps between consecutive tokens (ITL), n − 1 of them: what a streaming user feels."""
-    times = _check_trace(float("-inf"), token_times)
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
-
-
-def trace_metrics(start_s: float, token_times: Sequence[float]) -> dict[str, float]:
-    """TTFT, TPOT, end-to-end latency and the largest ITL of one request (chapter 6).
-
-    ``start_s``: when the request arrived; ``token_times``: when each of its n tokens came
-    out. TTFT = t₁ − start; e2e = tₙ − start; TPOT = (e2e − TTFT)/(n − 1), as vLLM's
-    benchmarks define it (0 for a one-token answer, which has no decode step), so that
-    e2e = TTFT + (n − 1)·TPOT holds exactly. TPOT is the mean ITL; max_itl is the worst one.
-    """
-    times = _check_trace(start_s, token_times)
-    n = len(times)
-    ttft_s, e2e_s = times[0] - start_s, times[-1] - start_s
-    gaps = inter_token_latencies(times)
-    return {"ttft": ttft_s, "tpot": (e2e_s - ttft_s) / (n - 1) if n > 1 else 0.0,
-            "e2e": e2e_s, "max_itl": max(gaps) if gaps else 0.0}  # fmt: skip
+# Predicted from curves measured on a device, and behind a queue (chapter 6).
 
 
 def interpolate(curve: Mapping[int, float], x: float) -> float:
@@ -300,40 +247,29 @@ def fifo_first_tokens(
     return result
 
 
-def stall_report(
-    request: int, arrivals: Sequence[float], token_times: Sequence[Sequence[float]]
-) -> dict[str, float | list[int]]:
-    """The worst stall in one request's stream and the prefills that ran in it (chapter 6).
-
-    ``arrivals[r]`` and ``token_times[r]``: request r's arrival and its tokens' times, all
-    from one engine, which stamps a token when the iteration that made it ends. The stall
-    is ``request``'s largest inter-token gap (the earliest on a tie; TTFT is not a gap),
-    from ``gap_start`` to ``gap_start + worst_itl``. ``stalled_by``: the other requests whose
-    first token, the end of their prefill, came out in (gap_start, gap_end]: a prefill
-    stamped at the gap's end ran in the iteration that closed it, one stamped at its start
-    ran before it. An arrival says nothing about when a prefill ran (a request may wait).
-    """
-    if len(arrivals) != len(token_times):
-        raise ValueError(f"{len(arrivals)} arrivals but {len(token_times)} token traces")
-    traces = [_check_trace(float(a), times) for a, times in zip(arrivals, token_times,
-                                                                strict=True)]
-    own = traces[request]
-    if len(own) < 2:
-        raise ValueError(f"request {request} has one token: no gap between tokens")
-    gaps = inter_token_latencies(own)
-    worst = max(range(len(gaps)), key=lambda i: (gaps[i], -i))  # the earliest on a tie
-    begin, end = own[worst], own[worst + 1]
-    stalled_by = [r for r, times in enumerate(traces)
-                  if r != request and begin < times[0] <= end]  # fmt: skip
-    return {"worst_itl": gaps[worst], "gap_start": begin, "stalled_by": stalled_by}
+# A measured time held against the roofline: a matmul's, a layer's, a step's (chapters 4-6).
 
 
-def bandwidth_utilization(bytes_moved: float, seconds: float, bandwidth: float) -> float:
-    """MBU: bytes a step must move per second it took, over the bandwidth ceiling (ch. 6)."""
-    for value, name in ((seconds, "seconds"), (bandwidth, "bandwidth")):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value!r}")
-    return bytes_moved / seconds / bandwidth
+def roofline_verdict(
+    m: int, k: int, n: int, dtype: str, seconds: float, peak: float, bandwidth: float,
+    tolerance: float = 0.1,
+) -> str:  # fmt: skip
+    """Whether a timing of [m×k]·[k×n] in ``dtype`` is possible on a device whose measured
+    ceilings are ``peak`` FLOP/s and ``bandwidth`` B/s (chapter 4): ``"compute"`` if its
+    achieved FLOP/s beat the matmul ceiling by more than ``tolerance`` (the ceiling was
+    measured on cache-resident inputs, so no cache explains it: the clock stopped before the
+    work did), else ``"memory"`` if its achieved B/s (both inputs and the output once) beat
+    the bandwidth by more than ``tolerance`` (the cache served the bytes, or the clock again),
+    else ``"ok"``."""
+    if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
+        raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
+    # The roofline's two times over the timing: each is the share of its ceiling achieved.
+    floor = bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
+    if floor.compute_seconds / seconds > 1 + tolerance:
+        return "compute"
+    if floor.memory_seconds / seconds > 1 + tolerance:
+        return "memory"
+    return "ok"
 
 
 def flops_utilization(flop_count: float, seconds: float, peak: float) -> float:
@@ -344,18 +280,12 @@ def flops_utilization(flop_count: float, seconds: float, peak: float) -> float:
     return flop_count / seconds / peak
 
 
-# Chapter 5: a layer's time from measured ceilings, and a prediction's error.
-__all__ += ["layer_time", "prediction_error"]
-
-
-def layer_time(
-    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
-    dtype: str = "bf16",
-) -> float:  # fmt: skip
-    """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
-    ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
-    each matmul with its own bound."""
-    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
+def bandwidth_utilization(bytes_moved: float, seconds: float, bandwidth: float) -> float:
+    """MBU: bytes a step must move per second it took, over the bandwidth ceiling (ch. 6)."""
+    for value, name in ((seconds, "seconds"), (bandwidth, "bandwidth")):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value!r}")
+    return bytes_moved / seconds / bandwidth
 
 
 def prediction_error(predicted: float, measured: float) -> float:
@@ -366,7 +296,14 @@ def prediction_error(predicted: float, measured: float) -> float:
     return predicted / measured - 1
 
 
-__all__ += ["full_size_time"]
+def layer_time(
+    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
+    dtype: str = "bf16",
+) -> float:  # fmt: skip
+    """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
+    ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
+    each matmul with its own bound."""
+    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
 
 
 def full_size_time(
@@ -390,16 +327,20 @@ def full_size_time(
     return float(median_s * real_time.seconds / timed_time.seconds)
 
 
-__all__ += ["sweep_summary", "measured_knee", "quantized_knee"]
+# A measured decode batch sweep: step time at each batch size (chapter 7).
 
 
-def _check_sweep(step_seconds: Mapping[int, float]) -> list[int]:
+def check_sweep(step_seconds: Mapping[int, float], name: str = "step_seconds") -> list[int]:
+    """A measured sweep's batch sizes, sorted, once ``step_seconds`` (batch size → seconds
+    of one step at that batch) has passed the checks every reader of a sweep needs: at
+    least one batch, each a positive int, each time positive. ``name``: the argument's
+    name in the caller, for the error messages."""
     if not step_seconds:
-        raise ValueError("step_seconds is empty: give at least one measured batch size")
+        raise ValueError(f"{name} is empty: give at least one measured batch size")
     for batch, seconds in step_seconds.items():
-        positive_int(batch, "a batch size")
+        positive_int(batch, f"a {name} batch size")
         if not seconds > 0:
-            raise ValueError(f"step_seconds[{batch}] must be positive, got {seconds!r}")
+            raise ValueError(f"{name}[{batch}] must be positive, got {seconds!r}")
     return sorted(step_seconds)
 
 
@@ -412,7 +353,7 @@ def sweep_summary(step_seconds: Mapping[int, float], tpot_slo: float) -> dict:
     ``best_batch``: the batch of highest throughput whose TPOT is at most ``tpot_slo``
     (the smaller batch on a tie), or None if no batch meets the SLO.
     """
-    batches = _check_sweep(step_seconds)
+    batches = check_sweep(step_seconds)
     if not tpot_slo > 0:
         raise ValueError(f"tpot_slo must be positive, got {tpot_slo!r}")
     tpot = {b: float(step_seconds[b]) for b in batches}
@@ -428,7 +369,7 @@ def measured_knee(step_seconds: Mapping[int, float]) -> float:
     (compute, proportional to B): step(1) · B_max / step(B_max). It is the roofline's
     critical batch when the largest batch measured is compute-bound; if it is not, this
     over-estimates the knee (the slope is too shallow). Needs batch 1 in the sweep."""
-    batches = _check_sweep(step_seconds)
+    batches = check_sweep(step_seconds)
     if batches[0] != 1:
         raise ValueError("the sweep needs batch 1: the knee is read against it")
     largest = batches[-1]
@@ -456,7 +397,7 @@ def quantized_knee(
     lowered floor meets that line; a crossing at or below 0 is 0.0 (compute-bound at every
     batch). With no fixed costs the knee falls by the byte ratio, W(weight_dtype)/W(dtype).
     """
-    batches = _check_sweep(step_seconds)
+    batches = check_sweep(step_seconds)
     if len(batches) < 3:
         raise ValueError("the sweep needs at least 3 batch sizes: a floor and a line of two")
     low, (before, last) = batches[0], batches[-2:]
@@ -472,29 +413,3 @@ def quantized_knee(
                          "the bandwidth does not fit this sweep")
     return {"knee": max(0.0, (floor - intercept) / slope),
             "quantized_knee": max(0.0, (floor - saved - intercept) / slope)}
-
-
-# Chapter 4: a matmul's timing held against the measured roofline.
-__all__ += ["roofline_verdict"]
-
-
-def roofline_verdict(
-    m: int, k: int, n: int, dtype: str, seconds: float, peak: float, bandwidth: float,
-    tolerance: float = 0.1,
-) -> str:  # fmt: skip
-    """Whether a timing of [m×k]·[k×n] in ``dtype`` is possible on a device whose measured
-    ceilings are ``peak`` FLOP/s and ``bandwidth`` B/s (chapter 4): ``"compute"`` if its
-    achieved FLOP/s beat the matmul ceiling by more than ``tolerance`` (the ceiling was
-    measured on cache-resident inputs, so no cache explains it: the clock stopped before the
-    work did), else ``"memory"`` if its achieved B/s (both inputs and the output once) beat
-    the bandwidth by more than ``tolerance`` (the cache served the bytes, or the clock again),
-    else ``"ok"``."""
-    if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
-        raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
-    # The roofline's two times over the timing: each is the share of its ceiling achieved.
-    floor = bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
-    if floor.compute_seconds / seconds > 1 + tolerance:
-        return "compute"
-    if floor.memory_seconds / seconds > 1 + tolerance:
-        return "memory"
-    return "ok"

@@ -1,4 +1,8 @@
-"""What a run measured: per-request latencies and the serving metrics built on them."""
+"""What a run measured: per-request latencies and the serving metrics built on them, and the
+metrics of one streamed request read from its token times (chapter 6).
+
+TPOT has one convention here, vLLM's benchmark's: (e2e − TTFT)/(n − 1), NaN for a one-token
+output, which has no decode step (``tpot_from``); statistics over requests leave those out."""
 
 from __future__ import annotations
 
@@ -39,6 +43,78 @@ class TokenTimes(Sequence):
     def subset(self, indices: Sequence[int]) -> TokenTimes:
         before = None if self._before is None else [self._before[i] for i in indices]
         return TokenTimes(self._parts, [self._where[i] for i in indices], before)
+
+
+# ------------------------------------------------------------- one request's token times
+
+
+def tpot_from(decode_seconds, output_tokens):  # noqa: ANN001, ANN201 (scalars or arrays)
+    """TPOT as vLLM's benchmark defines it: the seconds from the first token to the last
+    (e2e − TTFT) over the n − 1 tokens after the first; NaN where n = 1, a one-token output
+    with no decode step, which vLLM's benchmark leaves out of its TPOT statistics (read them
+    with nan-aware reductions: ``np.nanmean``, ``np.nanmedian``). Broadcasts over arrays."""
+    steps = np.asarray(output_tokens) - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(steps > 0, np.asarray(decode_seconds, dtype=float) / steps, np.nan)
+
+
+def _check_token_times(start_s: float, token_times: Sequence[float]) -> list[float]:
+    times = [float(t) for t in token_times]
+    if not times:
+        raise ValueError("token_times is empty: a request emits at least one token")
+    if any(b < a for a, b in zip(times, times[1:], strict=False)) or times[0] < start_s:
+        raise ValueError("token_times must be non-decreasing and no earlier than start_s")
+    return times
+
+
+def inter_token_latencies(token_times: Sequence[float]) -> list[float]:
+    """Gaps between consecutive tokens (ITL), n − 1 of them: what a streaming user feels."""
+    times = _check_token_times(float("-inf"), token_times)
+    return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+def token_time_metrics(start_s: float, token_times: Sequence[float]) -> dict[str, float]:
+    """TTFT, TPOT, end-to-end latency and the largest ITL of one request (chapter 6).
+
+    ``start_s``: when the request arrived; ``token_times``: when each of its n tokens came
+    out. TTFT = t₁ − start; e2e = tₙ − start; TPOT = (e2e − TTFT)/(n − 1) (``tpot_from``,
+    as vLLM's benchmark defines it), so that e2e = TTFT + (n − 1)·TPOT holds exactly, and
+    TPOT is the mean ITL. A one-token answer has no decode step: its TPOT is NaN (left out
+    of statistics over requests) and its max_itl 0.0 (no gap).
+    """
+    times = _check_token_times(start_s, token_times)
+    ttft_s, e2e_s = times[0] - start_s, times[-1] - start_s
+    gaps = inter_token_latencies(times)
+    return {"ttft": ttft_s, "tpot": float(tpot_from(e2e_s - ttft_s, len(times))),
+            "e2e": e2e_s, "max_itl": max(gaps) if gaps else 0.0}  # fmt: skip
+
+
+def stall_report(
+    request: int, arrivals: Sequence[float], token_times: Sequence[Sequence[float]]
+) -> dict[str, float | list[int]]:
+    """The worst stall in one request's stream and the prefills that ran in it (chapter 6).
+
+    ``arrivals[r]`` and ``token_times[r]``: request r's arrival and its tokens' times, all
+    from one engine, which stamps a token when the iteration that made it ends. The stall
+    is ``request``'s largest inter-token gap (the earliest on a tie; TTFT is not a gap),
+    from ``gap_start`` to ``gap_start + worst_itl``. ``stalled_by``: the other requests whose
+    first token, the end of their prefill, came out in (gap_start, gap_end]: a prefill
+    stamped at the gap's end ran in the iteration that closed it, one stamped at its start
+    ran before it. An arrival says nothing about when a prefill ran (a request may wait).
+    """
+    if len(arrivals) != len(token_times):
+        raise ValueError(f"{len(arrivals)} arrivals but {len(token_times)} token-time lists")
+    streams = [_check_token_times(float(a), times)
+               for a, times in zip(arrivals, token_times, strict=True)]  # fmt: skip
+    own = streams[request]
+    if len(own) < 2:
+        raise ValueError(f"request {request} has one token: no gap between tokens")
+    gaps = inter_token_latencies(own)
+    worst = max(range(len(gaps)), key=lambda i: (gaps[i], -i))  # the earliest on a tie
+    begin, end = own[worst], own[worst + 1]
+    stalled_by = [r for r, times in enumerate(streams)
+                  if r != request and begin < times[0] <= end]  # fmt: skip
+    return {"worst_itl": gaps[worst], "gap_start": begin, "stalled_by": stalled_by}
 
 
 # -------------------------------------------------------------------------------- results
@@ -86,11 +162,8 @@ class Result:
 
     @property
     def tpot(self) -> np.ndarray:
-        """(e2e − TTFT)/(n − 1) per request, vLLM's definition; NaN where n = 1 (vLLM's
-        benchmark leaves those out of its TPOT statistics)."""
-        steps = self.output - 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(steps > 0, (self.finish - self.first_token) / steps, np.nan)
+        """(e2e − TTFT)/(n − 1) per request (``tpot_from``); NaN where n = 1."""
+        return tpot_from(self.finish - self.first_token, self.output)
 
     @property
     def itl(self) -> np.ndarray:

@@ -1,5 +1,7 @@
-"""Speculative decoding: by real rejection sampling (chapter 8), and its TPOT on the
-roofline step model (chapter 9)."""
+"""Speculative decoding, every formula of it in one room: the closed forms of Leviathan et
+al. (tokens a pass, speedup, the best γ; chapter 8), the largest batch at which it pays
+(``verify_costs``, ``spec_largest_batch``; chapter 8), real rejection sampling to check them
+(``spec_monte_carlo``), and its TPOT on the roofline step model (``spec_tpot``; chapter 9)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,113 @@ import numpy as np
 from helpers._validate import non_negative_int, positive_int
 from helpers.flops import attention_flops_per_key, param_count
 from helpers.hardware import HardwareSpec
-from helpers.latency import spec_expected_tokens
 from helpers.memory import kv_cache_bytes, weight_bytes
 from helpers.models import ModelConfig
 from helpers.serving.steps import RooflineSteps, Step
 
-# --------------------------------------------------------------- speculative decoding
+# ------------------------------------------------------ the closed forms (chapters 8, 9)
+# Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative Decoding"
+# (ICML 2023, arXiv 2211.17192). ``spec_monte_carlo`` below samples what they summarise.
+
+
+def _check_spec(alpha: float, gamma: int) -> None:
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha (acceptance rate) must be in [0, 1], got {alpha!r}")
+    if type(gamma) is not int or gamma < 0:
+        raise ValueError(f"gamma (draft tokens per pass) must be an int >= 0, got {gamma!r}")
+
+
+def spec_expected_tokens(alpha: float, gamma: int) -> float:
+    """Expected tokens per target pass, (1 − α^{γ+1}) / (1 − α) (Leviathan et al. 2023, eq. 1).
+
+    The draft proposes γ tokens; each is accepted with probability α, independently, and the
+    pass always yields one more token (the target's correction, or a bonus one when all γ are
+    accepted): 1 + α + … + α^γ. At α = 1 that sum is γ + 1 (chapter 8).
+    """
+    _check_spec(alpha, gamma)
+    if alpha == 1:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def spec_speedup(alpha: float, gamma: int, c: float) -> float:
+    """Walltime speedup over plain decoding, (1 − α^{γ+1}) / ((1 − α)(γc + 1)) (Leviathan et
+    al. 2023, Theorem 3.8): the expected tokens of one pass over its cost, γ draft steps at c
+    target steps each plus one target pass. c = draft step time / target step time. It
+    assumes the target's pass over γ + 1 tokens costs one decode step, which holds while
+    decode is memory-bound (chapters 3 and 8).
+    """
+    if not c >= 0:
+        raise ValueError(f"c (draft cost over target cost) must be >= 0, got {c!r}")
+    return spec_expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
+    """The γ in 0 … ``max_gamma`` that maximises ``spec_speedup`` (the smallest on a tie).
+
+    Drafting more tokens pays while α^γ, the chance the last one is still wanted, beats the
+    cost c of drafting it; at α = 0.8, c = 0.05 the best is γ = 8, 3.09× (chapter 8).
+    """
+    _check_spec(alpha, max_gamma)
+    speedups = [spec_speedup(alpha, gamma, c) for gamma in range(max_gamma + 1)]
+    return max(range(max_gamma + 1), key=lambda gamma: (speedups[gamma], -gamma))
+
+
+# ------------------------------------------------ speculation at large batch (chapter 8)
+
+
+def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
+                 dtype: str = "bf16") -> dict[str, float]:  # fmt: skip
+    """The inputs of ``spec_largest_batch`` for ``cfg`` on ``hw`` at ``context`` cached
+    tokens a sequence (chapter 8): the weights' bytes and the linear layers' FLOPs a token
+    (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
+    (``flops.attention_flops_per_key`` × context), peak and bandwidth."""
+    positive_int(context, "context")
+    cfg.require_dense("verify_costs")
+    return {
+        "weight_bytes": float(weight_bytes(cfg, dtype)),
+        "linear_flops": float(2 * param_count(cfg)),
+        "kv_bytes": float(kv_cache_bytes(cfg, context, dtype=dtype)),
+        "attention_flops": float(attention_flops_per_key(cfg) * context),
+        "peak": float(hw.peak(dtype)),
+        "bandwidth": float(hw.bandwidth),
+    }
+
+
+def spec_largest_batch(costs: dict[str, float], alpha: float, gamma: int, c: float,
+                       max_batch: int) -> int:  # fmt: skip
+    """The largest batch in 1 … ``max_batch`` at which speculative decoding lowers TPOT,
+    0 if none (chapter 8's exercise reference).
+
+    A target pass over ``k`` queries a sequence at batch B takes, on the roofline part by
+    part, max(k·B·linear_flops/peak, weight_bytes/bandwidth) for the linear layers (the
+    weights read once for every query) plus max(k·B·attention_flops/peak,
+    B·kv_bytes/bandwidth) for attention (each sequence's cache read once for its k
+    queries). Plain decode costs the pass at k = 1 a token; speculation costs γ draft steps
+    of ``c`` times that each plus the pass at k = γ + 1, over
+    ``spec_expected_tokens(alpha, gamma)`` tokens. It pays where strictly lower.
+    """
+    non_negative_int(gamma, "gamma")
+    positive_int(max_batch, "max_batch")
+    peak, bandwidth = costs["peak"], costs["bandwidth"]
+
+    def pass_seconds(batch: int, queries: int) -> float:
+        linear = max(queries * batch * costs["linear_flops"] / peak,
+                     costs["weight_bytes"] / bandwidth)  # fmt: skip
+        attention = max(queries * batch * costs["attention_flops"] / peak,
+                        batch * costs["kv_bytes"] / bandwidth)  # fmt: skip
+        return linear + attention
+
+    tokens = spec_expected_tokens(alpha, gamma)
+    best = 0
+    for batch in range(1, max_batch + 1):
+        plain = pass_seconds(batch, 1)
+        if (gamma * c * plain + pass_seconds(batch, gamma + 1)) / tokens < plain:
+            best = batch
+    return best
+
+
+# ----------------------------------------------------------------- rejection sampling
 
 
 def random_draft_pair(vocab: int, alpha: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +153,7 @@ def spec_monte_carlo(
     min(1, p(x)/q(x)) until the first rejection, which is replaced by a sample of the
     residual norm(max(0, p − q)); if all γ are kept the target adds one more. Every
     position uses the same (p, q), so acceptances are independent with rate α = Σ min(p, q),
-    the assumption behind ``latency.spec_expected_tokens``. Returns the mean tokens per
+    the assumption behind ``spec_expected_tokens``. Returns the mean tokens per
     pass, α, the observed acceptance rate, and the empirical distribution of the first
     token emitted (rejection sampling makes it p exactly).
     """
@@ -97,7 +200,7 @@ def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: 
     """Seconds per output token of ``batch`` streams at ``context`` tokens under speculative
     decoding, on the roofline step model (chapter 9): ``gamma`` draft decode steps, then one
     target pass over gamma + 1 tokens a sequence, over the tokens a pass yields on average
-    (``latency.spec_expected_tokens``). gamma = 0 is a plain decode step."""
+    (``spec_expected_tokens``). gamma = 0 is a plain decode step."""
     positive_int(batch, "batch")
     non_negative_int(gamma, "gamma")
     decode = Step((), batch, batch * context, batch)
@@ -105,57 +208,3 @@ def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: 
     verify = RooflineSteps(target, hw, dtype)(
         Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))
     return float((drafting + verify) / spec_expected_tokens(alpha, gamma))
-
-
-# ------------------------------------------------ speculation at large batch (chapter 8)
-
-
-def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
-                 dtype: str = "bf16") -> dict[str, float]:  # fmt: skip
-    """The inputs of ``spec_largest_batch`` for ``cfg`` on ``hw`` at ``context`` cached
-    tokens a sequence (chapter 8): the weights' bytes and the linear layers' FLOPs a token
-    (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
-    (``flops.attention_flops_per_key`` × context), peak and bandwidth."""
-    positive_int(context, "context")
-    cfg.require_dense("verify_costs")
-    return {
-        "weight_bytes": float(weight_bytes(cfg, dtype)),
-        "linear_flops": float(2 * param_count(cfg)),
-        "kv_bytes": float(kv_cache_bytes(cfg, context, dtype=dtype)),
-        "attention_flops": float(attention_flops_per_key(cfg) * context),
-        "peak": float(hw.peak(dtype)),
-        "bandwidth": float(hw.bandwidth),
-    }
-
-
-def spec_largest_batch(costs: dict[str, float], alpha: float, gamma: int, c: float,
-                       max_batch: int) -> int:  # fmt: skip
-    """The largest batch in 1 … ``max_batch`` at which speculative decoding lowers TPOT,
-    0 if none (chapter 8's exercise reference).
-
-    A target pass over ``k`` queries a sequence at batch B takes, on the roofline part by
-    part, max(k·B·linear_flops/peak, weight_bytes/bandwidth) for the linear layers (the
-    weights read once for every query) plus max(k·B·attention_flops/peak,
-    B·kv_bytes/bandwidth) for attention (each sequence's cache read once for its k
-    queries). Plain decode costs the pass at k = 1 a token; speculation costs γ draft steps
-    of ``c`` times that each plus the pass at k = γ + 1, over
-    ``latency.spec_expected_tokens(alpha, gamma)`` tokens. It pays where strictly lower.
-    """
-    non_negative_int(gamma, "gamma")
-    positive_int(max_batch, "max_batch")
-    peak, bandwidth = costs["peak"], costs["bandwidth"]
-
-    def pass_seconds(batch: int, queries: int) -> float:
-        linear = max(queries * batch * costs["linear_flops"] / peak,
-                     costs["weight_bytes"] / bandwidth)  # fmt: skip
-        attention = max(queries * batch * costs["attention_flops"] / peak,
-                        batch * costs["kv_bytes"] / bandwidth)  # fmt: skip
-        return linear + attention
-
-    tokens = spec_expected_tokens(alpha, gamma)
-    best = 0
-    for batch in range(1, max_batch + 1):
-        plain = pass_seconds(batch, 1)
-        if (gamma * c * plain + pass_seconds(batch, gamma + 1)) / tokens < plain:
-            best = batch
-    return best

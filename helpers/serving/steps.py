@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers._validate import positive_int
 from helpers.flops import (
     attended_keys,
     attention_flops,
@@ -21,6 +20,7 @@ from helpers.flops import (
     matmul_flops,
 )
 from helpers.hardware import HardwareSpec
+from helpers.latency import check_sweep
 from helpers.memory import (
     forward_bytes,
     linear_bytes,
@@ -182,15 +182,9 @@ class TableSteps:
     length). Context length is not in the table: measure at the context you serve."""
 
     def __init__(self, decode_seconds: Mapping[int, float], prefill_per_token: float) -> None:
-        if not decode_seconds:
-            raise ValueError("decode_seconds is empty: give at least one measured batch size")
-        for batch, seconds in decode_seconds.items():
-            positive_int(batch, "a decode_seconds batch size")
-            if not seconds > 0:
-                raise ValueError(f"decode_seconds[{batch}] must be positive, got {seconds!r}")
+        self._batches = check_sweep(decode_seconds, "decode_seconds")
         if not prefill_per_token >= 0:
             raise ValueError(f"prefill_per_token must be >= 0, got {prefill_per_token!r}")
-        self._batches = sorted(decode_seconds)
         self._seconds = [decode_seconds[b] for b in self._batches]
         self.prefill_per_token = prefill_per_token
 

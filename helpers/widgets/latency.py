@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from helpers import latency
 from helpers._validate import positive_int
+from helpers.serving.metrics import tpot_from
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["LatencyBreakdown", "latency_breakdown", "draw_latency_breakdown",
@@ -39,8 +40,9 @@ class LatencyBreakdown:
 
     @property
     def mean_tpot_s(self) -> float:
-        """(e2e − TTFT)/(n − 1), 0 for one token (the chapter's TPOT)."""
-        return self.decode_s / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
+        """(e2e − TTFT)/(n − 1), NaN for one token (``serving.metrics.tpot_from``, the
+        convention of vLLM's benchmark: a one-token output has no decode step)."""
+        return float(tpot_from(self.decode_s, self.output_tokens))
 
     def segments(self) -> dict[str, float]:
         """The bar's segments in seconds, in drawing order (the figure's data)."""
@@ -48,9 +50,10 @@ class LatencyBreakdown:
 
     def summary(self) -> str:
         share = self.ttft_s / self.e2e_s
+        decode = (f" + {self.output_tokens - 1} × TPOT {self.mean_tpot_s * 1e3:,.2f} ms"
+                  if self.output_tokens > 1 else " (one token: no decode step, no TPOT)")
         return (f"prompt {self.prompt_tokens:,}, output {self.output_tokens:,}: TTFT "
-                f"{self.ttft_s * 1e3:,.1f} ms + {self.output_tokens - 1} × TPOT "
-                f"{self.mean_tpot_s * 1e3:,.2f} ms = {self.e2e_s:,.3f} s "
+                f"{self.ttft_s * 1e3:,.1f} ms{decode} = {self.e2e_s:,.3f} s "
                 f"(prefill {share:.0%} of it)"
                 + (f"\nnot measured: {self.outside}" if self.outside else ""))  # fmt: skip
 

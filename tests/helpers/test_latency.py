@@ -3,8 +3,6 @@
 import dataclasses
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from helpers import hardware, latency, memory, models, roofline
 
@@ -45,52 +43,6 @@ def test_bad_latency_arguments():
         latency.end_to_end(QWEN, H100, 512, 0)
     with pytest.raises(ValueError, match="tpot_seconds must be >= 0"):
         latency.e2e_fixed_tpot(0.1, -1.0, 3)
-
-
-# Speculative decoding (Leviathan et al., ICML 2023): the formulas; the Monte Carlo that
-# checks them against real rejection sampling is in test_serving.py.
-
-
-def test_spec_worked_check():
-    # α = 0.8, γ = 4: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616 tokens per target pass;
-    # at c = 0.05 one pass costs 4·0.05 + 1 = 1.2 target steps: 3.3616 / 1.2 = 2.8013×.
-    assert latency.spec_expected_tokens(0.8, 4) == pytest.approx(3.3616, rel=1e-12)
-    assert latency.spec_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2, rel=1e-12)
-    assert round(latency.spec_speedup(0.8, 4, 0.05), 2) == 2.80
-
-
-def test_spec_edges():
-    assert latency.spec_expected_tokens(0.3, 0) == 1.0  # no draft: plain decoding
-    assert latency.spec_expected_tokens(1.0, 5) == 6.0  # every draft kept, plus the bonus
-    assert latency.spec_expected_tokens(0.0, 5) == 1.0  # every draft rejected
-    assert latency.spec_speedup(0.6, 0, 0.5) == 1.0
-    assert latency.spec_speedup(1.0, 3, 0.0) == 4.0
-
-
-def test_spec_best_gamma():
-    # α = 0.8, c = 0.05: speedups 2.80 (γ = 4), 3.0396 (6), 3.0823 (7), 3.0921 (8),
-    # 3.0780 (9): the best is 8. A free, perfect draft is best at the largest γ allowed; a
-    # draft as costly as the target (c = 1) at α = 0.5 never pays: γ = 0.
-    assert latency.spec_best_gamma(0.8, 0.05) == 8
-    assert latency.spec_speedup(0.8, 8, 0.05) == pytest.approx(3.09208, rel=1e-5)
-    assert latency.spec_best_gamma(1.0, 0.0, max_gamma=10) == 10
-    assert latency.spec_best_gamma(0.5, 1.0) == 0
-
-
-@given(st.floats(0.0, 0.99), st.floats(0.0, 1.0), st.integers(0, 30))
-def test_spec_best_gamma_beats_every_other_gamma(alpha, c, max_gamma):
-    best = latency.spec_best_gamma(alpha, c, max_gamma)
-    top = latency.spec_speedup(alpha, best, c)
-    assert all(latency.spec_speedup(alpha, g, c) <= top for g in range(max_gamma + 1))
-
-
-def test_bad_spec_arguments():
-    with pytest.raises(ValueError, match=r"alpha \(acceptance rate\) must be in \[0, 1\]"):
-        latency.spec_expected_tokens(1.2, 3)
-    with pytest.raises(ValueError, match="gamma .* must be an int >= 0, got -1"):
-        latency.spec_expected_tokens(0.5, -1)
-    with pytest.raises(ValueError, match="c .* must be >= 0"):
-        latency.spec_speedup(0.5, 2, -0.1)
 
 
 def test_full_size_time_keeps_the_timed_share_of_the_roofline():
@@ -231,3 +183,13 @@ def test_quantized_knee_rejects_sweeps_without_two_ends(sweep, why):
 def test_quantized_knee_rejects_a_bandwidth_too_low_for_the_sweep():
     with pytest.raises(ValueError, match="bandwidth"):
         latency.quantized_knee(_FIXED_COST_SWEEP, 10**9, 1e11, "bf16", "int4")
+
+
+def test_check_sweep_is_the_one_check_of_a_measured_sweep():
+    assert latency.check_sweep({8: 0.02, 1: 0.01, 4: 0.015}) == [1, 4, 8]
+    with pytest.raises(ValueError, match="step_seconds is empty"):
+        latency.sweep_summary({}, 0.1)
+    with pytest.raises(ValueError, match=r"step_seconds\[4\] must be positive"):
+        latency.measured_knee({1: 0.01, 4: 0.0})
+    with pytest.raises(ValueError, match="a decode_seconds batch size"):
+        latency.check_sweep({0: 0.01}, "decode_seconds")

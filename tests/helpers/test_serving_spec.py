@@ -1,8 +1,12 @@
-"""Speculation at large batch: the largest batch at which verifying gamma drafts still pays."""
+"""Speculative decoding's formulas: tokens a pass, speedup, the best gamma, and the largest
+batch at which verifying gamma drafts still pays."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import hardware, memory, models, serving
+from helpers.serving import spec
 
 
 def _costs(kv_bytes=0.0, attention_flops=0.0):
@@ -47,3 +51,49 @@ def test_verify_costs_from_the_formulas():
     assert costs["peak"] == h100.peak("bf16") and costs["bandwidth"] == h100.bandwidth
     with pytest.raises(ValueError):
         serving.spec_largest_batch(costs, 0.8, 2, 0.05, 0)
+
+
+# The closed forms of Leviathan et al. (ICML 2023); the Monte Carlo that checks them
+# against real rejection sampling is in test_serving.py.
+
+
+def test_spec_worked_check():
+    # α = 0.8, γ = 4: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616 tokens per target pass;
+    # at c = 0.05 one pass costs 4·0.05 + 1 = 1.2 target steps: 3.3616 / 1.2 = 2.8013×.
+    assert spec.spec_expected_tokens(0.8, 4) == pytest.approx(3.3616, rel=1e-12)
+    assert spec.spec_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2, rel=1e-12)
+    assert round(spec.spec_speedup(0.8, 4, 0.05), 2) == 2.80
+
+
+def test_spec_edges():
+    assert spec.spec_expected_tokens(0.3, 0) == 1.0  # no draft: plain decoding
+    assert spec.spec_expected_tokens(1.0, 5) == 6.0  # every draft kept, plus the bonus
+    assert spec.spec_expected_tokens(0.0, 5) == 1.0  # every draft rejected
+    assert spec.spec_speedup(0.6, 0, 0.5) == 1.0
+    assert spec.spec_speedup(1.0, 3, 0.0) == 4.0
+
+
+def test_spec_best_gamma():
+    # α = 0.8, c = 0.05: speedups 2.80 (γ = 4), 3.0396 (6), 3.0823 (7), 3.0921 (8),
+    # 3.0780 (9): the best is 8. A free, perfect draft is best at the largest γ allowed; a
+    # draft as costly as the target (c = 1) at α = 0.5 never pays: γ = 0.
+    assert spec.spec_best_gamma(0.8, 0.05) == 8
+    assert spec.spec_speedup(0.8, 8, 0.05) == pytest.approx(3.09208, rel=1e-5)
+    assert spec.spec_best_gamma(1.0, 0.0, max_gamma=10) == 10
+    assert spec.spec_best_gamma(0.5, 1.0) == 0
+
+
+@given(st.floats(0.0, 0.99), st.floats(0.0, 1.0), st.integers(0, 30))
+def test_spec_best_gamma_beats_every_other_gamma(alpha, c, max_gamma):
+    best = spec.spec_best_gamma(alpha, c, max_gamma)
+    top = spec.spec_speedup(alpha, best, c)
+    assert all(spec.spec_speedup(alpha, g, c) <= top for g in range(max_gamma + 1))
+
+
+def test_bad_spec_arguments():
+    with pytest.raises(ValueError, match=r"alpha \(acceptance rate\) must be in \[0, 1\]"):
+        spec.spec_expected_tokens(1.2, 3)
+    with pytest.raises(ValueError, match="gamma .* must be an int >= 0, got -1"):
+        spec.spec_expected_tokens(0.5, -1)
+    with pytest.raises(ValueError, match="c .* must be >= 0"):
+        spec.spec_speedup(0.5, 2, -0.1)

@@ -20,7 +20,7 @@ def spec_tpot(target, draft, hw, batch, context, alpha, gamma, dtype="bf16"):
 _SPEC_RIGHT = {
     "drafting": "gamma * draft_steps(Step((), batch, batch * context, batch))",
     "verify": "target_steps(Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))",
-    "tokens": "latency.spec_expected_tokens(alpha, gamma)",
+    "tokens": "spec.spec_expected_tokens(alpha, gamma)",
 }
 
 
