@@ -336,10 +336,8 @@ def raise_ceilings(
     becomes that ceiling. On a shared machine other programs' traffic moves every rate from
     second to second; a ceiling is the best this device reached, so no point can beat its own
     roofline."""
-    bandwidth, method = ceilings.bandwidth, ceilings.bandwidth_method
-    if bandwidths and max(bandwidths) > bandwidth:
-        bandwidth = max(bandwidths)
-        method = f"{method}; best of {len(bandwidths) + 1} streams during the run"
+    streamed = ceilings_mod.with_best_bandwidth(ceilings, bandwidths)
+    bandwidth, method = streamed.bandwidth, streamed.bandwidth_method
     fastest = max(points, key=lambda p: p.achieved_bandwidth, default=None)
     if fastest is not None and fastest.achieved_bandwidth > bandwidth:
         bandwidth = fastest.achieved_bandwidth

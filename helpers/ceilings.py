@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -264,7 +265,7 @@ def measure_ceilings(
     )
 
 
-def with_best_bandwidth(ceilings: Ceilings, bandwidths: list[float]) -> Ceilings:
+def with_best_bandwidth(ceilings: Ceilings, bandwidths: Sequence[float]) -> Ceilings:
     """``ceilings`` with the bandwidth ceiling set to the best of its own and ``bandwidths``
     (the same stream measured again later). On a shared machine other tenants' memory
     traffic changes the stream rate from second to second; a ceiling is the best this device
@@ -274,4 +275,4 @@ def with_best_bandwidth(ceilings: Ceilings, bandwidths: list[float]) -> Ceilings
         return ceilings
     return replace(ceilings, bandwidth=best,
                    bandwidth_method=f"{ceilings.bandwidth_method}; best of "
-                   f"{len(bandwidths) + 1} measurements")  # fmt: skip
+                   f"{len(bandwidths) + 1} streams during the run")  # fmt: skip

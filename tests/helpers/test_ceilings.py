@@ -105,7 +105,7 @@ def test_bandwidth_ceiling_is_the_best_measurement(measured):
     better = ceilings.with_best_bandwidth(measured, [measured.bandwidth / 2,
                                                      measured.bandwidth * 1.5])  # fmt: skip
     assert better.bandwidth == measured.bandwidth * 1.5
-    assert better.bandwidth_method.endswith("best of 3 measurements")
+    assert better.bandwidth_method.endswith("best of 3 streams during the run")
     assert better.matmul_flops == measured.matmul_flops and better.date == measured.date
 
 
