@@ -9,8 +9,8 @@ The module holds, in this order: the roofline's predictions of a request's phase
 same predictions read off curves measured on a device, and a queue in front of prefill; a
 measured time held against the roofline (the verdict on a timing, MFU and MBU, a
 prediction's error); and what a measured decode batch sweep says. The metrics of one
-streamed request, read from its token times, are ``helpers.serving.metrics``'; speculative
-decoding's formulas are ``helpers.serving.spec``'s.
+streamed request, read from its token times, live in ``helpers.serving.metrics``, and
+speculative decoding's formulas in ``helpers.serving.spec``.
 """
 
 from __future__ import annotations
