@@ -4,7 +4,8 @@ dtype in; prefill and decode as points on the chip's roofline out.
 ``roofline_points`` (the phases) and ``prefill_gemm_points`` (prefill's weight matmuls one
 shape at a time) are the data, testable without a browser; ``table`` prints them, ``draw``
 puts them on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
-notebook's sliders call. The counts come from ``helpers.flops`` and ``helpers.memory``.
+notebook's sliders call. The counts and times come from ``helpers.flops``,
+``helpers.memory``, ``helpers.roofline`` and ``helpers.latency``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers import hardware, models
-from helpers.flops import matmul_flops
+from helpers.flops import forward_flops
 from helpers.latency import prefill_time
-from helpers.memory import linear_bytes
+from helpers.memory import forward_bytes
 from helpers.plots import plot_roofline
 from helpers.roofline import RooflineTime, decode_aggregate, decode_split, roofline_time
 from helpers.widgets.figures import new_figure, show_figure
@@ -91,21 +92,19 @@ def prefill_gemm_points(
     """
     cfg, hw = models.get(model), hardware.get(chip)
     hw.peak(dtype)
-    rows = batch * prompt_tokens
+    # Prefill's counts per op over all layers, the LM head on the last token of each prompt.
+    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, logits="last").by_op
+    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
     groups: dict[tuple, list[str]] = {}
     for name, (k, n) in cfg.linear_shapes().items():
         groups.setdefault(("lm_head",) if name == "lm_head" else tuple(sorted((k, n))),
                           []).append(name)  # fmt: skip
     points = {}
     for names in groups.values():
-        flops = bytes_moved = 0
-        for name in names:
-            k, n = cfg.linear_shapes()[name]
-            m, copies = (batch, 1) if name == "lm_head" else (rows, cfg.layers)
-            flops += copies * matmul_flops(m, k, n)
-            bytes_moved += copies * linear_bytes(m, k, n, dtype)
         label = f"prefill {'/'.join(names)}"
-        points[label] = _point(label, roofline_time(flops, bytes_moved, hw, dtype))
+        time = roofline_time(sum(op_flops[name] for name in names),
+                             sum(op_bytes[name] for name in names), hw, dtype)  # fmt: skip
+        points[label] = _point(label, time)
     return points
 
 
