@@ -64,7 +64,7 @@ outputs: env
 # on that run; pytest-xdist 3.8's loadgroup does not group under pytest 9).
 LLC_SIZES ?= 8MiB 260MiB 1GiB
 CACHE_TESTS := tests/helpers/test_timing.py tests/helpers/test_ceilings.py \
-  tests/helpers/test_bench.py tests/helpers/test_gpu_reference.py \
+  tests/helpers/test_bench.py tests/helpers/test_sweep.py tests/helpers/test_gpu_reference.py \
   tests/grading/test_grading_validate_cache.py
 
 test: env system-packages lint check-release

@@ -198,7 +198,7 @@ def _tiny_config(layers: int) -> Any:
 
 def size_for(quick: bool = False, tiny: bool = False) -> Size:
     """The real sizes (chapter 6's and 7's GPU sizes), or with ``tiny`` toy ones."""
-    from helpers import bench, models
+    from helpers import models, sweep
 
     if tiny:
         return Size(quick=True, tiny=True, gemms=((256, 256, 256),), stream_bytes=32 * 2**20,
@@ -206,7 +206,7 @@ def size_for(quick: bool = False, tiny: bool = False) -> Size:
                     prompts=(8, 32), contexts=(8, 64), batch_model=_tiny_config(2),
                     batch_context=16, max_batch=4, notebook_cells=2, run_time=0.1)  # fmt: skip
     return Size(quick=quick, tiny=False, gemms=None, stream_bytes=None, scale=None,
-                max_tokens=bench.MAX_TOKENS,
+                max_tokens=sweep.MAX_TOKENS,
                 models=(models.get("Qwen2.5-0.5B"), models.get("Qwen2.5-7B")),
                 prompts=(128, 512, 2048, 8192), contexts=(128, 4096, 16384, 32768),
                 batch_model=models.get("Qwen2.5-0.5B"), batch_context=512, max_batch=None,
@@ -268,11 +268,10 @@ def measure_matmuls(device: str, size: Size) -> dict[str, Any]:
 
 def draw_matmuls(data: dict[str, Any], path: Path) -> None:
     """The sweep on its measured rooflines, as ``helpers.bench`` draws it."""
-    from helpers import bench, ceilings
+    from helpers import bench, sweep_record
 
-    points = [bench.SweepPoint(**p) for p in data["points"]]
-    bench.plot_roofline(points, ceilings.Ceilings(**data["ceilings"]), str(path),
-                        subtitle=gpu_edition.stamp_line(data["stamp"]))  # fmt: skip
+    bench.save_roofline_png(sweep_record.record_points(data), sweep_record.record_ceilings(data),
+                            str(path), subtitle=gpu_edition.stamp_line(data["stamp"]))  # fmt: skip
     _stamp_png(path, data["stamp"])
 
 

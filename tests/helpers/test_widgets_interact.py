@@ -20,7 +20,7 @@ from IPython.core.pylabtools import select_figure_formats
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from helpers import hardware, latency, models
+from helpers import hardware, latency, models, sweep_record
 from helpers.widgets import batching, flops, matmuls, memory, planner, roofline, serving, timing
 from helpers.widgets import latency as latency_widget
 
@@ -69,7 +69,7 @@ EXPLORERS = {
                                                            factor),
                          {"copies": 2, "factor": 2.0}),
     "ch05 sweep": (lambda layer, dtype: matmuls.show(
-        matmuls.roofline_results("Qwen2.5-7B", "H100 SXM"), layer, dtype),
+        sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM"), layer, dtype),
         {"layer": "gate", "dtype": "fp32"}),
     "ch06 latency breakdown": (lambda prompt, output: latency_widget.show_latency_breakdown(
         *_curves(), prompt, output), {"prompt": 256, "output": 64}),

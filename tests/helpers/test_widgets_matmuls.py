@@ -6,7 +6,7 @@ import math
 import matplotlib
 import pytest
 
-from helpers import latency, roofline, timing
+from helpers import latency, roofline, sweep_record, timing
 from helpers.flops import matmul_flops
 from helpers.memory import linear_bytes
 from helpers.roofline import gemm_intensity
@@ -89,31 +89,33 @@ def test_predicted_time_refuses_no_ceilings():
 
 
 def test_layer_points_picks_the_shape_and_dtype(results):
-    rows = matmuls.layer_points(results, "o", "bf16")
+    rows = sweep_record.layer_points(results, "o", "bf16")
     assert [r.m for r in rows] == list(TOKENS)
     assert {(r.k, r.n) for r in rows} == {SHAPES["q,o"]}
     decode, prefill = rows[0], rows[-1]
     assert decode.bound == "memory" and prefill.bound == "compute"
     assert math.isclose(decode.seconds, 1.25 * decode.predicted_s)
-    assert matmuls.layer_points(results, "down", "fp32")[0].k == 2368
+    assert sweep_record.layer_points(results, "down", "fp32")[0].k == 2368
 
 
 def test_layer_points_rejects_unknown_layer_and_dtype(results):
     with pytest.raises(ValueError, match="unknown layer"):
-        matmuls.layer_points(results, "lm_head", "fp32")
+        sweep_record.layer_points(results, "lm_head", "fp32")
     with pytest.raises(ValueError, match="fp16"):
-        matmuls.layer_points(results, "q", "fp16")
+        sweep_record.layer_points(results, "q", "fp16")
 
 
 def test_measured_knee_of_an_ideal_device_is_the_predicted_knee(results):
     # Uniformly slower than the roofline: both achieved roofs drop together, the ridge and
     # the knee do not move.
-    rows = matmuls.layer_points(results, "gate", "fp32")
+    rows = sweep_record.layer_points(results, "gate", "fp32")
     predicted = roofline.gemm_knee(448, 2368, PEAK["fp32"] / BANDWIDTH, "fp32")
     assert predicted == 22  # ridge · b / 2 = 20, pushed up by the activations
-    assert math.isclose(matmuls.measured_ridge(rows), PEAK["fp32"] / BANDWIDTH, rel_tol=1e-3)
-    assert matmuls.measured_knee(rows) == predicted
-    assert matmuls.measured_knee(rows[:1]) is None and matmuls.measured_ridge(rows[:1]) is None
+    assert math.isclose(sweep_record.measured_ridge(rows), PEAK["fp32"] / BANDWIDTH,
+                        rel_tol=1e-3)
+    assert sweep_record.token_knee(rows) == predicted
+    assert sweep_record.token_knee(rows[:1]) is None
+    assert sweep_record.measured_ridge(rows[:1]) is None
 
 
 def test_measured_knee_moves_right_with_per_call_overhead():
@@ -127,8 +129,9 @@ def test_measured_knee_moves_right_with_per_call_overhead():
     points = [_point("bf16", "gate,up", m, k, n) for m in TOKENS]
     results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
                "points": [overhead(p, 1e-4) for p in points]}
-    rows = matmuls.layer_points(results, "up", "bf16")
-    assert matmuls.measured_knee(rows) > roofline.gemm_knee(k, n, PEAK["bf16"] / BANDWIDTH, "bf16")
+    rows = sweep_record.layer_points(results, "up", "bf16")
+    ridge = PEAK["bf16"] / BANDWIDTH
+    assert sweep_record.token_knee(rows) > roofline.gemm_knee(k, n, ridge, "bf16")
 
 
 def test_mixed_scales_use_the_smallest_m_shape():
@@ -137,14 +140,14 @@ def test_mixed_scales_use_the_smallest_m_shape():
     points.append({**_point("fp32", "down", 4096, 296, 56), "scale": 8})
     results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
                "points": points}
-    rows = matmuls.layer_points(results, "down", "fp32")
+    rows = sweep_record.layer_points(results, "down", "fp32")
     assert [r.scale for r in rows] == [1, 1, 1, 8]
     knee = roofline.gemm_knee(2368, 448, PEAK["fp32"] / BANDWIDTH, "fp32")
-    assert matmuls.measured_knee(rows) == knee
+    assert sweep_record.token_knee(rows) == knee
 
 
 def test_table_lists_every_point(results):
-    rows = matmuls.layer_points(results, "k", "fp32")
+    rows = sweep_record.layer_points(results, "k", "fp32")
     text = matmuls.table(rows)
     assert len(text.splitlines()) == 1 + len(TOKENS)
     assert "-20%" in text and "448" in text  # 1.25× slower than predicted: predicted / measured − 1
@@ -165,10 +168,10 @@ def test_draw_puts_the_points_on_the_measured_roofline(results):
 
 
 def test_sweep_results_round_trips_dataclasses():
-    from helpers.bench import SweepPoint
+    from helpers.sweep import SweepPoint
 
     class FakeCeilings:
-        device, device_name = "cpu", "x"
+        device, device_name, torch_version = "cpu", "x", "2.13"
 
         def to_dict(self):
             return {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10}
@@ -177,9 +180,9 @@ def test_sweep_results_round_trips_dataclasses():
     point = SweepPoint(**{**{f: 0 for f in SweepPoint.__dataclass_fields__}, **p,
                           "iqr_s": 0.0, "min_s": 0.0, "max_s": 0.0, "samples": 5,
                           "achieved_bandwidth": 1.0})  # fmt: skip
-    results = matmuls.sweep_results(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
+    results = sweep_record.results_record(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
     assert results["scale"] == 8 and results["points"][0]["m"] == 4
-    assert matmuls.layer_points(results, "down", "fp32")[0].m == 4
+    assert sweep_record.layer_points(results, "down", "fp32")[0].m == 4
 
 
 def test_timing_threads_leaves_busy_cores_alone():
@@ -195,10 +198,10 @@ def test_timing_threads_leaves_busy_cores_alone():
 def test_roofline_results_is_an_ideal_device():
     from helpers import hardware
 
-    ideal = matmuls.roofline_results("Qwen2.5-7B", "H100 SXM", ("bf16",), tokens=[1, 64, 4096])
+    ideal = sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM", ("bf16",), tokens=[1, 64, 4096])
     assert ideal["device"] == "roofline" and "not measured" in ideal["device_name"]
     hw = hardware.get("H100 SXM")
-    rows = matmuls.layer_points(ideal, "gate", "bf16")
+    rows = sweep_record.layer_points(ideal, "gate", "bf16")
     assert [r.m for r in rows] == [1, 64, 4096]
     assert all(r.seconds == r.predicted_s for r in rows)
     assert rows[0].bound == "memory" and rows[-1].bound == "compute"
@@ -206,7 +209,7 @@ def test_roofline_results_is_an_ideal_device():
     assert math.isclose(rows[-1].achieved_flops, hw.peak("bf16"))
     # On an ideal device the measured knee is the predicted one.
     knee = roofline.gemm_knee(3584, 18944, hw.peak("bf16") / hw.bandwidth, "bf16")
-    assert matmuls.measured_knee(rows) == knee == 328
+    assert sweep_record.token_knee(rows) == knee == 328
 
 
 def test_show_names_a_missing_dtype(results, capsys):
