@@ -11,6 +11,8 @@ import nbformat
 
 from grading import course, gradebook, grader, ingest, report, sandbox
 from grading.build import RELEASE
+from grading.results import VERDICT, number
+from grading.submissions import CorruptNotebook, SubmittedNotebooks, parse
 
 
 def limits(args: argparse.Namespace) -> sandbox.Limits:
@@ -82,12 +84,14 @@ def grade_command(args: argparse.Namespace) -> int:
         assignment, args.course, roster, args.jobs, limits(args), isolated
     )
     manual = {}
+    submitted = SubmittedNotebooks(args.course, assignment.name)  # read once, for both
     try:  # formgrader and `nbgrader export` for the written answers; grades stand without
-        gradebook.sync(results, assignment, args.course, args.source, registration)
+        gradebook.sync(results, assignment, args.course, args.source, registration, submitted)
         manual = gradebook.manual_scores(args.course, assignment)
     except Exception as error:  # noqa: BLE001 - report and go on
         print(f"warning: nbgrader gradebook not updated: {error}", file=sys.stderr)
-    paths = report.write_reports(results, assignment, args.course, manual, notes, progress=True)
+    paths = report.write_reports(results, assignment, args.course, manual, notes,
+                                 progress=True, submitted=submitted)
     flagged = [r for r in results if report.needs_attention(r, assignment)]
     print(f"{assignment.name}: {len(results)} students graded, {len(flagged)} need attention")
     for result in flagged:
@@ -128,7 +132,7 @@ def print_written(nb, assignment: course.Assignment, source: Path, show: bool) -
             if c.cell_type == "markdown"}  # fmt: skip
     for written in assignment.written:
         text = mine.get(written.grade_id, "").strip()
-        print(f"\n{written.grade_id} ({report.number(written.points)} points, graded by hand)")
+        print(f"\n{written.grade_id} ({number(written.points)} points, graded by hand)")
         print("  your answer:")
         print(_indented(text if text and text != UNANSWERED else "(not answered yet)"))
         model = models.get(written.grade_id)
@@ -149,8 +153,8 @@ def check_command(args: argparse.Namespace) -> int:
     try:
         source, scope = find_source(name, args.source, args.release)
         isolated = use_sandbox(args, required=False)
-        nb = grader.parse(Path(args.notebook).read_bytes())
-    except (FileNotFoundError, grader.CorruptNotebook) as error:
+        nb = parse(Path(args.notebook).read_bytes())
+    except (FileNotFoundError, CorruptNotebook) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     assignment = course.load(name, source)
@@ -160,13 +164,13 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"  note: {flag}")
     width = max((len(q.grade_id) for q in questions), default=10)
     for q in questions:
-        score = "-" if q.score is None else report.number(q.score)
-        verdict = report.VERDICT.get(q.status, q.status)
+        score = "-" if q.score is None else number(q.score)
+        verdict = VERDICT.get(q.status, q.status)
         detail = f": {q.detail}" if q.detail and q.status != "hidden" else ""
-        print(f"  {q.grade_id:<{width}}  {score:>3}/{report.number(q.points):<3} {verdict}{detail}")
+        print(f"  {q.grade_id:<{width}}  {score:>3}/{number(q.points):<3} {verdict}{detail}")
     total = sum(q.score or 0 for q in questions)
-    print(f"autograded: {report.number(total)}/{report.number(assignment.max_auto)}"
-          + (f" (+{report.number(assignment.max_written)} graded by hand)"
+    print(f"autograded: {number(total)}/{number(assignment.max_auto)}"
+          + (f" (+{number(assignment.max_written)} graded by hand)"
              if assignment.written else ""))  # fmt: skip
     print_written(nb, assignment, source, args.rubrics)
     return 0 if total == assignment.max_auto else 1

@@ -23,7 +23,8 @@ from sqlalchemy.exc import SAWarning
 
 from grading import build
 from grading.course import Assignment
-from grading.grader import StudentResult, parse, write_atomically
+from grading.results import StudentResult, write_atomically
+from grading.submissions import SubmittedNotebooks, graded_notebook
 
 
 def db_url(course: Path) -> str:
@@ -80,17 +81,17 @@ def sync(
     course: Path,
     source: Path,
     registration: Registration | None = None,
+    submitted: SubmittedNotebooks | None = None,
 ) -> None:
-    """Write autograded notebooks and scores for formgrader; keep manual scores."""
-    from grading.report import graded_notebook
-
+    """Write autograded notebooks and scores for formgrader; keep manual scores.
+    ``submitted``: the batch's notebooks, read once and shared with the feedback pages."""
+    submitted = submitted or SubmittedNotebooks(course, assignment.name)
     (registration or Registration(assignment, course, source)).wait()
     with warnings.catch_warnings(), Gradebook(db_url(course)) as gb:
         # nbgrader's own update_or_create_submission trips SQLAlchemy's autoflush warnings
         warnings.simplefilter("ignore", SAWarning)
         for result in results:
-            submission = _submission(course, assignment, result)
-            nb = graded_notebook(result, assignment, submission, hidden=True)
+            nb = graded_notebook(result, assignment, submitted.of(result), hidden=True)
             target = course / "autograded" / result.student / assignment.name
             write_atomically(target / assignment.notebook_name, nbformat.writes(nb))
             gb.update_or_create_student(result.student)
@@ -123,14 +124,3 @@ def manual_scores(course: Path, assignment: Assignment) -> dict[tuple[str, str],
                         scores[(submission.student.id, grade.name)] = grade.manual_score
     return scores
 
-
-def _submission(
-    course: Path, assignment: Assignment, result: StudentResult
-) -> nbformat.NotebookNode | None:
-    if not result.file:
-        return None
-    path = course / "submitted" / result.student / assignment.name / result.file
-    try:
-        return parse(path.read_bytes())
-    except Exception:  # corrupt or gone: the release with no answers
-        return None

@@ -10,117 +10,20 @@ an interrupted batch resumes and a rerun does no work and changes nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
-import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbformat.validator import normalize
 from tqdm.auto import tqdm
 
 from grading import sandbox
 from grading.course import Assignment, meta
+from grading.results import QuestionResult, StudentResult, stored, write_atomically
+from grading.submissions import CorruptNotebook, parse, pick_notebook
 
 RESULTS_VERSION = 1  # bump when grading changes, so stored results are redone
-MAX_NOTEBOOK_BYTES = 50 << 20
-
-
-@dataclass
-class QuestionResult:
-    grade_id: str
-    points: float
-    score: float | None  # None: graded by hand (written answers)
-    status: str  # passed, failed, hidden, error, timeout, limit, crash, missing, corrupt, manual
-    detail: str = ""
-
-
-@dataclass
-class StudentResult:
-    student: str
-    assignment: str
-    questions: list[QuestionResult]
-    flags: list[str] = field(default_factory=list)
-    file: str = ""  # the notebook graded, relative to the student's folder
-    key: str = ""  # what it was graded from (submission, source, grader)
-
-    @property
-    def score(self) -> float:
-        return sum(q.score or 0.0 for q in self.questions)
-
-    @property
-    def max_auto(self) -> float:
-        return sum(q.points for q in self.questions if q.score is not None)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> StudentResult:
-        data = json.loads(text)
-        data["questions"] = [QuestionResult(**q) for q in data["questions"]]
-        return cls(**data)
-
-
-class CorruptNotebook(ValueError):
-    pass
-
-
-def parse(raw: bytes) -> nbformat.NotebookNode:
-    """A submitted notebook, or CorruptNotebook saying why not."""
-    if len(raw) > MAX_NOTEBOOK_BYTES:
-        raise CorruptNotebook(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
-    try:
-        nb = nbformat.reads(with_cell_ids(raw.decode("utf-8-sig")), as_version=4)
-        cells = list(nb.cells)
-        for cell in cells:
-            kinds = ("code", "markdown", "raw")
-            if not isinstance(cell.source, str) or cell.cell_type not in kinds:
-                raise ValueError("a cell has no text source or an unknown type")
-    except Exception as error:  # nbformat raises many types on hostile JSON
-        raise CorruptNotebook(f"{type(error).__name__}: {str(error)[:200]}") from None
-    return nb
-
-
-def with_cell_ids(text: str) -> str:
-    """The notebook's JSON with an id on every cell where its format (4.5+) wants one, by
-    nbformat's own ``normalize``: this copy only, never the student's file. Otherwise
-    nbformat warns (MissingIDFieldWarning) once per cell of every such submission."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # nbformat.reads says what is wrong with it
-    cells = data.get("cells") if isinstance(data, dict) else None
-    if not (isinstance(cells, list) and data.get("nbformat") == 4
-            and isinstance(data.get("nbformat_minor"), int) and data["nbformat_minor"] >= 5
-            and any(isinstance(c, dict) and "id" not in c for c in cells)):  # fmt: skip
-        return text
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the warnings are about what normalize repairs
-        _, data = normalize(data)
-    return json.dumps(data)
-
-
-def pick_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
-    """The notebook to grade in a student's assignment folder, and flags about the choice."""
-    found = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.is_symlink())
-    if not found:
-        others = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-        extra = f" (found: {', '.join(others[:5])})" if others else ""
-        return None, [f"missing notebook: no {expected}{extra}"]
-    exact = [p for p in found if p.name == expected]
-    chosen = exact[0] if exact else max(found, key=lambda p: (p.stat().st_mtime, p.name))
-    flags = []
-    if not exact:
-        flags.append(f"wrong file name: {chosen.name} (expected {expected})")
-    if len(found) > 1:
-        others = ", ".join(p.name for p in found if p != chosen)
-        flags.append(f"duplicate submission: graded {chosen.name}, ignored {others}")
-    return chosen, flags
 
 
 def submission_key(folder: Path, assignment: Assignment) -> str:
@@ -220,24 +123,6 @@ def grade_student(
         return StudentResult(student, assignment.name, questions, flags, path.name, key)
     questions, more = grade_notebook(nb, assignment, limits, use_sandbox)
     return StudentResult(student, assignment.name, questions, flags + more, path.name, key)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-
-
-def stored(path: Path, key: str) -> StudentResult | None:
-    try:
-        result = StudentResult.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    return result if result.key == key else None
 
 
 def students_in(submitted: Path, assignment: str) -> list[str]:

@@ -24,9 +24,10 @@ import time
 import zipfile
 from pathlib import Path
 
-from grading import build, course, grader, report, sandbox
+from grading import build, course, grader, sandbox
 from grading.course import Assignment
-from grading.grader import QuestionResult, StudentResult
+from grading.results import VERDICT, QuestionResult, StudentResult, number, write_atomically
+from grading.submissions import CorruptNotebook, parse, pick_notebook
 
 ROOT = Path("/autograder")
 CONFIG = "gradescope.json"
@@ -120,7 +121,7 @@ def bundle(
 def find_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
     """The notebook to grade: at the top of the submission as ``grade`` picks it, else the
     one notebook in a subfolder (an uploaded zip, a repository)."""
-    path, flags = grader.pick_notebook(folder, expected)
+    path, flags = pick_notebook(folder, expected)
     if path is not None or not folder.is_dir():
         return path, flags
     nested = []
@@ -150,8 +151,8 @@ def grade_submission(folder: Path, assignment: Assignment, limits: sandbox.Limit
         return StudentResult("submission", assignment.name, questions, flags)
     name = str(path.relative_to(folder))
     try:
-        nb = grader.parse(path.read_bytes())
-    except (grader.CorruptNotebook, OSError) as error:
+        nb = parse(path.read_bytes())
+    except (CorruptNotebook, OSError) as error:
         flags.append(f"{name} could not be read as a notebook: {error}")
         questions = grader.zero(assignment, "corrupt", "the notebook could not be read")
         return StudentResult("submission", assignment.name, questions, flags, name)
@@ -161,7 +162,7 @@ def grade_submission(folder: Path, assignment: Assignment, limits: sandbox.Limit
 
 def test_output(question: QuestionResult) -> str:
     """What the student reads for one question: never a hidden test's detail."""
-    verdict = report.VERDICT.get(question.status, question.status)
+    verdict = VERDICT.get(question.status, question.status)
     if question.status in ("passed", "hidden") or question.detail in ("", verdict):
         return verdict
     return f"{verdict}: {question.detail}"
@@ -172,17 +173,17 @@ def results(result: StudentResult, assignment: Assignment, note: str = "") -> di
     ``tests``: they are graded by hand (a Gradescope manual question each), and the output
     says so."""
     tests = []
-    for number, q in enumerate((q for q in result.questions if q.score is not None), 1):
+    for index, q in enumerate((q for q in result.questions if q.score is not None), 1):
         tests.append({
-            "name": q.grade_id, "number": str(number), "score": q.score,
+            "name": q.grade_id, "number": str(index), "score": q.score,
             "max_score": q.points, "status": "passed" if q.status == "passed" else "failed",
             "output": test_output(q), "visibility": "visible",
         })  # fmt: skip
-    lines = [f"{assignment.name}: {report.number(result.score)} of "
-             f"{report.number(result.max_auto)} points autograded."]  # fmt: skip
+    lines = [f"{assignment.name}: {number(result.score)} of "
+             f"{number(result.max_auto)} points autograded."]  # fmt: skip
     written = [q for q in result.questions if q.score is None]
     if written:
-        ids = ", ".join(f"{q.grade_id} ({report.number(q.points)})" for q in written)
+        ids = ", ".join(f"{q.grade_id} ({number(q.points)})" for q in written)
         lines.append(f"Written answers, graded by hand and not included here: {ids}.")
     lines += [f"Note: {flag}" for flag in result.flags]
     return {
@@ -227,7 +228,7 @@ def run(root: Path = ROOT) -> int:
                                              memory=int(config["memory"]) << 20)
     except Exception as error:  # noqa: BLE001 - the zip is broken: say so, to everyone
         print(f"error: cannot read the autograder in {root / 'source'}: {error!r}")
-        grader.write_atomically(out, json.dumps(failure(
+        write_atomically(out, json.dumps(failure(
             "The autograder is misconfigured (its chapter could not be read): tell your "
             "instructor.")))  # fmt: skip
         return 1
@@ -244,7 +245,7 @@ def run(root: Path = ROOT) -> int:
         problem = os.geteuid() == 0 and unprivileged_import_fails()
         if problem:  # else every question would fail as "the setup cell failed"
             print(f"error: an unprivileged user cannot run this Python: {problem}")
-            grader.write_atomically(out, json.dumps(failure(
+            write_atomically(out, json.dumps(failure(
                 "The autograder cannot run student code here (its Python is not readable by "
                 "an unprivileged user): tell your instructor.")))  # fmt: skip
             return 1
@@ -255,8 +256,8 @@ def run(root: Path = ROOT) -> int:
         print(f"error: the grader failed: {error!r}")
         data = failure("The autograder failed on this submission: tell your instructor.")
     data["execution_time"] = round(time.monotonic() - started, 1)
-    grader.write_atomically(out, json.dumps(data, indent=1))
-    print(f"{out}: {report.number(data['score'])} points")
+    write_atomically(out, json.dumps(data, indent=1))
+    print(f"{out}: {number(data['score'])} points")
     return 0
 
 

@@ -3,7 +3,6 @@ and each student's feedback page (which never shows hidden tests)."""
 
 from __future__ import annotations
 
-import copy
 import csv
 import functools
 import hashlib
@@ -14,23 +13,11 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from grading.course import Assignment, meta
-from grading.grader import StudentResult, parse, write_atomically
+from grading.course import Assignment
+from grading.results import VERDICT, StudentResult, number, write_atomically
+from grading.submissions import SubmittedNotebooks, graded_notebook
 
 ATTENTION = {"timeout", "limit", "crash", "corrupt", "missing", "setup"}
-VERDICT = {
-    "passed": "passed",
-    "failed": "failed",
-    "hidden": "passed the visible tests, failed the hidden tests",
-    "error": "your answer cell raised an error",
-    "timeout": "ran out of time",
-    "limit": "hit a resource limit",
-    "crash": "crashed",
-    "missing": "no answer found",
-    "corrupt": "the notebook could not be read",
-    "setup": "the setup cell failed (tell your instructor)",
-    "manual": "graded by hand",
-}
 
 
 def question_ids(assignment: Assignment) -> list[str]:
@@ -79,12 +66,6 @@ def reasons_csv(results: list[StudentResult]) -> str:
             writer.writerow([result.student, q.grade_id, number(q.score), number(q.points),
                              q.status, q.detail])  # fmt: skip
     return out.getvalue()
-
-
-def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def needs_attention(result: StudentResult, assignment: Assignment) -> list[str]:
@@ -165,39 +146,6 @@ def plot_distribution(results: list[StudentResult], assignment: Assignment, path
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, metadata={"Software": None})
     plt.close(figure)
-
-
-def graded_notebook(
-    result: StudentResult,
-    assignment: Assignment,
-    submission: nbformat.NotebookNode | None,
-    hidden: bool = False,
-) -> nbformat.NotebookNode:
-    """The release notebook (no solutions) with the student's answers put in and each test
-    cell's output replaced by the grader's verdict. Test cells show only their visible part
-    unless ``hidden`` (the instructor's copy for formgrader)."""
-    nb = copy.deepcopy(assignment.release)
-    answers: dict[str, str] = {}
-    if submission is not None:
-        for cell in submission.cells:
-            grade_id = meta(cell).get("grade_id")
-            if isinstance(grade_id, str) and meta(cell).get("solution"):
-                answers[grade_id] = cell.source  # the last one wins, as when grading
-    by_id = {q.grade_id: q for q in result.questions}
-    full = {e.test_id: e.full for e in assignment.exercises}
-    for cell in nb.cells:
-        grade_id = meta(cell).get("grade_id")
-        if grade_id in answers and meta(cell).get("solution"):
-            cell.source = answers[grade_id]
-        if hidden and grade_id in full:
-            cell.source = full[grade_id]
-        if cell.cell_type == "code" and grade_id in by_id:
-            q = by_id[grade_id]
-            text = f"{number(q.score)} / {number(q.points)}: {VERDICT.get(q.status, q.status)}"
-            if q.detail and q.status != "hidden":
-                text += f"\n{q.detail}"
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
-    return nb
 
 
 def feedback_notebook(
@@ -288,10 +236,13 @@ def write_reports(
     manual: dict[tuple[str, str], float] | None = None,
     notes: list[str] | None = None,
     progress: bool = False,
+    submitted: SubmittedNotebooks | None = None,
 ) -> dict[str, Path]:
     """grades.csv, reasons.csv, summary.md and summary.png under
     ``course/reports/<assignment>/``, and
-    ``course/feedback/<student>/<assignment>/<assignment>.html`` for each student."""
+    ``course/feedback/<student>/<assignment>/<assignment>.html`` for each student.
+    ``submitted``: the batch's notebooks, when the gradebook has read them already."""
+    submitted = submitted or SubmittedNotebooks(course, assignment.name)
     reports = course / "reports" / assignment.name
     plot = reports / "summary.png"
     plot_distribution(results, assignment, plot)
@@ -308,16 +259,7 @@ def write_reports(
         stamp = target / ".made-from"
         if stamp.is_file() and stamp.read_text() == made_from:
             continue
-        submission = None
-        if result.file:
-            path = course / "submitted" / result.student / assignment.name / result.file
-            try:
-                submission = parse(path.read_bytes())
-            except Exception:  # corrupt or gone: feedback without the answers
-                submission = None
-        write_atomically(target / f"{assignment.name}.html",
-                         feedback_html(result, assignment, submission))  # fmt: skip
+        page = feedback_html(result, assignment, submitted.of(result))
+        write_atomically(target / f"{assignment.name}.html", page)
         write_atomically(stamp, made_from)
     return written
-
-

@@ -14,7 +14,7 @@ import nbformat
 from grading_fixture import EXERCISES, MAX_AUTO, NAME
 from grading_support import demo_answers, fill, release_of, submit
 
-from grading import build, cli, grader
+from grading import build, cli, submissions
 
 ALL_RIGHT = {a: "right" for a in EXERCISES}
 
@@ -32,7 +32,7 @@ def test_parse_adds_ids_without_warning(demo):
     raw = without_ids(demo)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        nb = grader.parse(raw)
+        nb = submissions.parse(raw)
     assert not [w for w in caught if "MissingIDField" in w.category.__name__], caught
     ids = [cell.get("id") for cell in nb.cells]
     assert all(ids) and len(set(ids)) == len(ids)

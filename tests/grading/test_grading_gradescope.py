@@ -16,7 +16,8 @@ import nbformat
 import pytest
 from grading_support import SANDBOX, fill, hidden_lines, release_of
 
-from grading import build, course, grader, gradescope, report
+from grading import build, course, gradescope
+from grading.results import VERDICT, QuestionResult, StudentResult
 
 CHAPTER = "02_bytes"  # the quickest real chapter to grade
 TESTS = ["ch02_weight_bytes_test", "ch02_kv_bytes_per_token_test", "ch02_kv_cache_bytes_test",
@@ -204,7 +205,7 @@ def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
     results = gradescope_run(autograder_zip, tmp_path / "autograder", files)
     assert results["score"] == 0.0
     assert scores(results) == [(t, 0.0, p, "failed") for t, p in zip(TESTS, POINTS, strict=True)]
-    assert results["tests"][0]["output"] == report.VERDICT["hidden"]
+    assert results["tests"][0]["output"] == VERDICT["hidden"]
     assert f"duplicate submission: graded {CHAPTER}.ipynb, ignored copy.ipynb" in results["output"]
     text = json.dumps(results)
     for line in hidden_lines(build.SOURCE, CHAPTER):
@@ -214,13 +215,13 @@ def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
 def test_hidden_detail_never_shown():
     """Whatever detail a hidden failure carries stays out of results.json."""
     assignment = course.load(CHAPTER, build.SOURCE)
-    questions = [grader.QuestionResult(TESTS[0], 2.0, 0.0, "hidden", "assert secret == 42"),
-                 grader.QuestionResult(TESTS[1], 2.0, 0.0, "failed", "expected 7, got 8"),
-                 grader.QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip
-    result = grader.StudentResult("s", CHAPTER, questions)
+    questions = [QuestionResult(TESTS[0], 2.0, 0.0, "hidden", "assert secret == 42"),
+                 QuestionResult(TESTS[1], 2.0, 0.0, "failed", "expected 7, got 8"),
+                 QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip
+    result = StudentResult("s", CHAPTER, questions)
     data = gradescope.results(result, assignment)
     assert "secret" not in json.dumps(data)
-    assert [t["output"] for t in data["tests"]] == [report.VERDICT["hidden"],
+    assert [t["output"] for t in data["tests"]] == [VERDICT["hidden"],
                                                     "failed: expected 7, got 8"]  # fmt: skip
     assert data["score"] == 0.0 and [t["max_score"] for t in data["tests"]] == [2.0, 2.0]
 
