@@ -212,12 +212,6 @@ def test_a_step_in_its_own_process_is_logged_and_killed_at_its_limit(tmp_path):
     assert "started" in (tmp_path / "hang.log").read_text()
 
 
-def test_the_batch_sweep_goes_up_to_the_cap():
-    assert gpu_reference._batches(1) == [1]
-    assert gpu_reference._batches(64) == [1, 4, 16, 64]
-    assert gpu_reference._batches(19_000) == [1, 4, 16, 64, 256, 1024, 4096, 16384, 19_000]
-
-
 def test_the_wheels_are_exactly_what_the_jupyter_stack_needs_beyond_the_gpu_image():
     """``GPU_WHEELS``: the dependencies (for CPython 3.12 on Linux) of nbclient, nbformat,
     ipykernel and ipywidgets, read from this environment's installed metadata, that
