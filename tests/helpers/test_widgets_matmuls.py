@@ -6,7 +6,8 @@ import math
 import matplotlib
 import pytest
 
-from helpers import latency, roofline, sweep_record, timing
+from helpers import latency, models, roofline, sweep, sweep_record, timing
+from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
 from helpers.memory import linear_bytes
 from helpers.roofline import gemm_intensity
@@ -16,29 +17,29 @@ matplotlib.use("Agg")
 
 PEAK = {"fp32": 1e11, "bf16": 4e11}
 BANDWIDTH = 1e10
-SHAPES = {"q,o": (448, 448), "k,v": (448, 64), "gate,up": (448, 2368), "down": (2368, 448)}
 TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
-
-
-def _point(dtype, label, m, k, n, slowdown=1.0):
-    """A point measured on an ideal roofline device, ``slowdown`` times slower."""
-    predicted = roofline.predicted_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
-    seconds = predicted * slowdown
-    flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
-    compute = flops / PEAK[dtype] >= nbytes / BANDWIDTH
-    return {"dtype": dtype, "shape": label, "count": len(label.split(",")), "m": m, "k": k,
-            "n": n, "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
-            "median_s": seconds, "achieved_flops": flops / seconds, "predicted_s": predicted,
-            "prediction_error": predicted / seconds - 1,
-            "bound": "compute" if compute else "memory"}
 
 
 @pytest.fixture
 def results():
-    points = [_point(d, label, m, k, n, slowdown=1.25)
-              for d in PEAK for label, (k, n) in SHAPES.items() for m in TOKENS]
-    return {"device": "cpu", "device_name": "synthetic",
-            "ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH}, "points": points}
+    """A record made as the sweep makes one (``sweep.sweep_point``, ``sweep.predict``,
+    ``sweep_record.results_record``), of a device 1.25x slower than its roofline, for the
+    real shapes of Qwen2.5-0.5B scaled by 2."""
+    ceilings = Ceilings(
+        device="cpu", device_name="synthetic", torch_version="", date="", threads=1,
+        matmul_flops=dict(PEAK), matmul_shape={}, bandwidth=BANDWIDTH, bandwidth_method="",
+        cache_bytes=2**25, memory_bytes=2**34,
+    )  # fmt: skip
+    points = []
+    for dtype in PEAK:
+        for shape in sweep.layer_shapes(models.get("Qwen2.5-0.5B"), 2):
+            for m in TOKENS:
+                ideal = roofline.bound_time(matmul_flops(m, shape.k, shape.n),
+                                            linear_bytes(m, shape.k, shape.n, dtype),
+                                            PEAK[dtype], BANDWIDTH).seconds  # fmt: skip
+                slow = timing.Timing.from_samples([1.25 * ideal], device="cpu", threads=1)
+                points.append(sweep.predict(sweep.sweep_point(shape, m, dtype, 2, slow), ceilings))
+    return sweep_record.results_record(ceilings, points)
 
 
 def test_predicted_time_is_the_slower_roof():
@@ -88,64 +89,6 @@ def test_predicted_time_refuses_no_ceilings():
         roofline.predicted_time(1, 8, 8, 0.0, 1e9, "fp32")
 
 
-def test_layer_points_picks_the_shape_and_dtype(results):
-    rows = sweep_record.layer_points(results, "o", "bf16")
-    assert [r.m for r in rows] == list(TOKENS)
-    assert {(r.k, r.n) for r in rows} == {SHAPES["q,o"]}
-    decode, prefill = rows[0], rows[-1]
-    assert decode.bound == "memory" and prefill.bound == "compute"
-    assert math.isclose(decode.seconds, 1.25 * decode.predicted_s)
-    assert sweep_record.layer_points(results, "down", "fp32")[0].k == 2368
-
-
-def test_layer_points_rejects_unknown_layer_and_dtype(results):
-    with pytest.raises(ValueError, match="unknown layer"):
-        sweep_record.layer_points(results, "lm_head", "fp32")
-    with pytest.raises(ValueError, match="fp16"):
-        sweep_record.layer_points(results, "q", "fp16")
-
-
-def test_measured_knee_of_an_ideal_device_is_the_predicted_knee(results):
-    # Uniformly slower than the roofline: both achieved roofs drop together, the ridge and
-    # the knee do not move.
-    rows = sweep_record.layer_points(results, "gate", "fp32")
-    predicted = roofline.gemm_knee(448, 2368, PEAK["fp32"] / BANDWIDTH, "fp32")
-    assert predicted == 22  # ridge · b / 2 = 20, pushed up by the activations
-    assert math.isclose(sweep_record.measured_ridge(rows), PEAK["fp32"] / BANDWIDTH,
-                        rel_tol=1e-3)
-    assert sweep_record.token_knee(rows) == predicted
-    assert sweep_record.token_knee(rows[:1]) is None
-    assert sweep_record.measured_ridge(rows[:1]) is None
-
-
-def test_measured_knee_moves_right_with_per_call_overhead():
-    # A fixed cost per call lowers the achieved bandwidth of the one-token point: the flat
-    # part of the time curve rises and meets the compute line later.
-    def overhead(p, seconds):
-        t = p["median_s"] + seconds
-        return {**p, "median_s": t, "achieved_flops": p["flops"] / t}
-
-    k, n = SHAPES["gate,up"]
-    points = [_point("bf16", "gate,up", m, k, n) for m in TOKENS]
-    results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
-               "points": [overhead(p, 1e-4) for p in points]}
-    rows = sweep_record.layer_points(results, "up", "bf16")
-    ridge = PEAK["bf16"] / BANDWIDTH
-    assert sweep_record.token_knee(rows) > roofline.gemm_knee(k, n, ridge, "bf16")
-
-
-def test_mixed_scales_use_the_smallest_m_shape():
-    # bench scales prefill-sized GEMMs down on a CPU: the last point is a smaller matrix.
-    points = [_point("fp32", "down", m, 2368, 448) for m in (1, 4, 16)]
-    points.append({**_point("fp32", "down", 4096, 296, 56), "scale": 8})
-    results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
-               "points": points}
-    rows = sweep_record.layer_points(results, "down", "fp32")
-    assert [r.scale for r in rows] == [1, 1, 1, 8]
-    knee = roofline.gemm_knee(2368, 448, PEAK["fp32"] / BANDWIDTH, "fp32")
-    assert sweep_record.token_knee(rows) == knee
-
-
 def test_table_lists_every_point(results):
     rows = sweep_record.layer_points(results, "k", "fp32")
     text = matmuls.table(rows)
@@ -167,24 +110,6 @@ def test_draw_puts_the_points_on_the_measured_roofline(results):
     plt.close(fig)
 
 
-def test_sweep_results_round_trips_dataclasses():
-    from helpers.sweep import SweepPoint
-
-    class FakeCeilings:
-        device, device_name, torch_version = "cpu", "x", "2.13"
-
-        def to_dict(self):
-            return {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10}
-
-    p = _point("fp32", "down", 4, 2368, 448)
-    point = SweepPoint(**{**{f: 0 for f in SweepPoint.__dataclass_fields__}, **p,
-                          "iqr_s": 0.0, "min_s": 0.0, "max_s": 0.0, "samples": 5,
-                          "achieved_bandwidth": 1.0})  # fmt: skip
-    results = sweep_record.results_record(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
-    assert results["scale"] == 8 and results["points"][0]["m"] == 4
-    assert sweep_record.layer_points(results, "down", "fp32")[0].m == 4
-
-
 def test_timing_threads_leaves_busy_cores_alone():
     assert timing.timing_threads(2, None) == 2
     assert timing.timing_threads(2, 0.2) == 2
@@ -193,23 +118,6 @@ def test_timing_threads_leaves_busy_cores_alone():
     assert timing.timing_threads(16, 2.0) == 14
     with pytest.raises(ValueError):
         timing.timing_threads(0, 0.0)
-
-
-def test_roofline_results_is_an_ideal_device():
-    from helpers import hardware
-
-    ideal = sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM", ("bf16",), tokens=[1, 64, 4096])
-    assert ideal["device"] == "roofline" and "not measured" in ideal["device_name"]
-    hw = hardware.get("H100 SXM")
-    rows = sweep_record.layer_points(ideal, "gate", "bf16")
-    assert [r.m for r in rows] == [1, 64, 4096]
-    assert all(r.seconds == r.predicted_s for r in rows)
-    assert rows[0].bound == "memory" and rows[-1].bound == "compute"
-    assert math.isclose(rows[0].achieved_bandwidth, hw.bandwidth)
-    assert math.isclose(rows[-1].achieved_flops, hw.peak("bf16"))
-    # On an ideal device the measured knee is the predicted one.
-    knee = roofline.gemm_knee(3584, 18944, hw.peak("bf16") / hw.bandwidth, "bf16")
-    assert sweep_record.token_knee(rows) == knee == 328
 
 
 def test_show_names_a_missing_dtype(results, capsys):
