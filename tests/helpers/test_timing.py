@@ -362,3 +362,13 @@ def test_a_flush_makes_a_cached_read_read_memory(one_thread, monkeypatch):
     flushed = timing.time_callable(torch.sum, [(x,)], min_run_time=0.05, max_run_time=0.3,
                                    flush=flush)  # fmt: skip
     assert flushed.median_s > cached.median_s
+
+
+def test_timing_threads_leaves_busy_cores_alone():
+    assert timing.timing_threads(2, None) == 2
+    assert timing.timing_threads(2, 0.2) == 2
+    assert timing.timing_threads(2, 1.1) == 1
+    assert timing.timing_threads(2, 3.7) == 1
+    assert timing.timing_threads(16, 2.0) == 14
+    with pytest.raises(ValueError):
+        timing.timing_threads(0, 0.0)

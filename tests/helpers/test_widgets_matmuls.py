@@ -110,16 +110,6 @@ def test_draw_puts_the_points_on_the_measured_roofline(results):
     plt.close(fig)
 
 
-def test_timing_threads_leaves_busy_cores_alone():
-    assert timing.timing_threads(2, None) == 2
-    assert timing.timing_threads(2, 0.2) == 2
-    assert timing.timing_threads(2, 1.1) == 1
-    assert timing.timing_threads(2, 3.7) == 1
-    assert timing.timing_threads(16, 2.0) == 14
-    with pytest.raises(ValueError):
-        timing.timing_threads(0, 0.0)
-
-
 def test_show_names_a_missing_dtype(results, capsys):
     import matplotlib.pyplot as plt
 
