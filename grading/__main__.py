@@ -16,9 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from grading import build
+from grading.release import RELEASE, ROOT, SOURCE
 
-COURSE = build.ROOT / "grading" / "course"
+COURSE = ROOT / "grading" / "course"
 
 
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +29,12 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", type=int, default=4096, help="MiB per question")
     parser.add_argument("--unsafe", action="store_true",
                         help="run student code without the bubblewrap sandbox")
-    parser.add_argument("--source", type=Path, default=build.SOURCE,
+    parser.add_argument("--source", type=Path, default=SOURCE,
                         help="the instructor's notebooks (default: solutions/)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments and run the command: each is a function of grading.commands."""
     parser = argparse.ArgumentParser(
         prog="python -m grading", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--assignment", help="chapter (default: the notebook's file name)")
     check.add_argument("--rubrics", action="store_true",
                        help="show each written answer beside its model answer and rubric")
-    check.add_argument("--release", type=Path, default=build.RELEASE,
+    check.add_argument("--release", type=Path, default=RELEASE,
                        help="the student release, when --source has no such chapter "
                             "(default: notebooks/)")  # fmt: skip
     _grade_arguments(check)
@@ -79,40 +80,13 @@ def main(argv: list[str] | None = None) -> int:
                        help="default: build/gradescope/CHAPTER/autograder.zip")
     scope.add_argument("--timeout", type=float, default=60, help="seconds per question")
     scope.add_argument("--memory", type=int, default=4096, help="MiB per question")
-    scope.add_argument("--source", type=Path, default=build.SOURCE,
+    scope.add_argument("--source", type=Path, default=SOURCE,
                        help="the instructor's notebooks (default: solutions/)")
 
     args = parser.parse_args(argv)
-    if args.command == "release":
-        for path in build.release(args.chapters or None, progress=True):
-            print(path.relative_to(build.ROOT))
-    elif args.command == "outputs":
-        for path in build.outputs(args.chapters or None, progress=True):
-            print(path.relative_to(build.ROOT))
-    elif args.command == "grade":
-        from grading.cli import grade_command
+    from grading.commands import COMMANDS  # after parsing: --help imports no grader
 
-        return grade_command(args)
-    elif args.command == "check":
-        from grading.cli import check_command
-
-        return check_command(args)
-    elif args.command == "book":
-        from grading.book import main as book_main
-
-        return book_main()
-    elif args.command == "gradescope":
-        from grading import gradescope
-
-        default = build.ROOT / "build" / "gradescope" / args.chapter / "autograder.zip"
-        output = args.output or default
-        try:
-            print(gradescope.bundle(args.chapter, output, args.source, args.timeout, args.memory))
-        except (OSError, ValueError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    return 0
-
+    return COMMANDS[args.command](args)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@ answers and outputs, no kernel), through nbconvert's HTML exporter (its ``lab`` 
 into ``build/book/``: one page per chapter plus ``index.html``, a table of contents.
 ``solutions/`` is the one copy with outputs; the release has none.
 
-Widgets: ``make outputs`` stores each notebook's widget state (``grading.build.clean``), so
+Widgets: ``make outputs`` stores each notebook's widget state (``helpers.stored_outputs.clean``), so
 a page embeds it and Jupyter's own HTML widget manager (``@jupyter-widgets/html-manager``)
 draws every widget as the run left it: an ``interact`` explorer with its controls at their
 defaults and its figure, a ``tqdm`` bar at its final count. The controls move but nothing
@@ -34,7 +34,8 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from grading.build import ROOT, SOURCE, WIDGET_STATE, WIDGET_VIEW, chapters
+from grading.release import ROOT, SOURCE, chapters
+from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW
 
 OUT = ROOT / "build" / "book"
 CACHE = ROOT / "build" / "cache"
@@ -166,7 +167,7 @@ def nav(pages: list[tuple[str, str]], index: int | None) -> str:
     return f'<nav class="book">{"".join(links)}</nav>'
 
 
-def build(out: Path = OUT, source: Path = SOURCE, progress: bool = False) -> list[Path]:
+def render_site(out: Path = OUT, source: Path = SOURCE, progress: bool = False) -> list[Path]:
     """Render every chapter under ``source`` into ``out``; return the pages written;
     ``progress`` shows a bar over the chapters."""
     from jinja2 import DictLoader
@@ -219,15 +220,3 @@ def build(out: Path = OUT, source: Path = SOURCE, progress: bool = False) -> lis
     )
     return [index, *written]
 
-
-def main() -> int:
-    import sys
-
-    try:
-        pages = build(progress=True)
-    except BookError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    for page in pages:
-        print(page.relative_to(ROOT))
-    return 0

@@ -21,8 +21,8 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from grading import build
 from grading.course import Assignment
+from grading.release import tool_environment
 from grading.results import StudentResult, write_atomically
 from grading.submissions import SubmittedNotebooks, graded_notebook
 
@@ -43,7 +43,7 @@ def register(assignment: Assignment, course: Path, source: Path) -> None:
              f"--CourseDirectory.source_directory={source.resolve()}",
              f"--CourseDirectory.release_directory={tmp}",
              f"--CourseDirectory.db_url={db_url(course)}"],
-            check=True, cwd=tmp, env=build.tool_environment(), capture_output=True,
+            check=True, cwd=tmp, env=tool_environment(), capture_output=True,
         )  # fmt: skip
 
 

@@ -24,8 +24,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from grading import build, course, grader, sandbox
+from grading import course, grader, release, sandbox
 from grading.course import Assignment
+from grading.release import SOURCE
 from grading.results import VERDICT, QuestionResult, StudentResult, number, write_atomically
 from grading.submissions import CorruptNotebook, parse, pick_notebook
 
@@ -93,7 +94,7 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes | str, mode: int = 0o6
 def bundle(
     chapter: str,
     output: Path,
-    source: Path = build.SOURCE,
+    source: Path = SOURCE,
     timeout: float = 60,
     memory: int = 4096,
 ) -> Path:
@@ -109,9 +110,9 @@ def bundle(
         _add(archive, "run_autograder", RUN_AUTOGRADER, 0o755)
         _add(archive, CONFIG, json.dumps(config, indent=1) + "\n")
         for name in BUNDLED:
-            path = build.ROOT / name
+            path = release.ROOT / name
             for file in _files(path) if path.is_dir() else [path]:
-                _add(archive, str(file.relative_to(build.ROOT)), file.read_bytes())
+                _add(archive, str(file.relative_to(release.ROOT)), file.read_bytes())
         for file in _files(notebook.parent):
             _add(archive, f"{SOLUTIONS}/{chapter}/{file.relative_to(notebook.parent)}",
                  file.read_bytes())  # fmt: skip

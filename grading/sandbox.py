@@ -194,7 +194,7 @@ def run(
     """Run every question of one submission; one Outcome per question, in order.
 
     Each call gets a fresh zygote, forked from this thread's warm template (started once,
-    see :class:`_Warm`). When the zygote dies or stops mid-question (the answer killed or
+    see :class:`_Template`). When the zygote dies or stops mid-question (the answer killed or
     stopped its parent), that question is lost and a fresh zygote runs the rest."""
     if not questions:
         return []
@@ -256,7 +256,7 @@ def _run_zygote(
                 _uids_free.append(uids["tester"])
 
 
-class _Warm:
+class _Template:
     """A sandbox whose runner (the template) has imported the heavy modules once and forks
     a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
     start-up (bubblewrap, Python, torch) is paid once per grading thread, not per
@@ -339,33 +339,33 @@ class _Warm:
             pass
 
 
-_everyone: weakref.WeakSet[_Warm] = weakref.WeakSet()
-_warm = threading.local()  # per grading thread: bubblewrap dies with the thread that made it
+_everyone: weakref.WeakSet[_Template] = weakref.WeakSet()
+_templates = threading.local()  # per grading thread: bubblewrap dies with the thread that made it
 
 
 @atexit.register
 def _stop_everyone() -> None:
-    for warm in list(_everyone):
-        warm.kill()
+    for template in list(_everyone):
+        template.kill()
 
 
-def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Warm:
+def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Template:
     key = (sandboxed, limits.disk, users)
-    pool = _warm.__dict__.setdefault("pool", {})
-    warm = pool.get(key)
-    if warm is None or not warm.alive():
-        if warm is not None:
-            warm.kill()
-        warm = pool[key] = _Warm(sandboxed, limits, users)
-    return warm
+    pool = _templates.__dict__.setdefault("pool", {})
+    template = pool.get(key)
+    if template is None or not template.alive():
+        if template is not None:
+            template.kill()
+        template = pool[key] = _Template(sandboxed, limits, users)
+    return template
 
 
-def _discard(warm: _Warm) -> None:
-    pool = _warm.__dict__.get("pool", {})
+def _discard(template: _Template) -> None:
+    pool = _templates.__dict__.get("pool", {})
     for key, value in list(pool.items()):
-        if value is warm:
+        if value is template:
             del pool[key]
-    warm.kill()
+    template.kill()
 
 
 def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, bytes]:
@@ -413,34 +413,34 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
 def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
     job, private = _job(questions, nonces, zygote_nonce, first, limits, uids)
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
-        warm = _checkout(sandbox, limits, uids is not None)
+        template = _checkout(sandbox, limits, uids is not None)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                sent = warm.submit(job, private, _imported(questions), report_fd)
+                sent = template.submit(job, private, _imported(questions), report_fd)
             finally:
                 os.close(report_fd)
-            stalled, reply = _watch(warm, report_path, zygote_nonce, limits) if sent else (
+            stalled, reply = _watch(template, report_path, zygote_nonce, limits) if sent else (
                 False, None)  # fmt: skip
             records = _read_report(report_path, limit=limits.output)
         if not (reply and reply.get("pristine")):
-            _discard(warm)
+            _discard(template)
         if records or stalled or reply is not None or attempt:
             return records, stalled
     return [], False
 
 
-def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
+def _watch(template: _Template, report: Path, zygote_nonce: str, limits: Limits):
     """Wait for the zygote; stop the sandbox (and say so) when it makes no progress:
     nothing started within STARTUP_S, or a question not done within its wall clock and
     GRACE_S. Returns whether it was stopped, and the template's reply (None: gone)."""
     deadline, size = time.monotonic() + STARTUP_S, -1
     while True:
-        ready, _, _ = select.select([warm.control], [], [], 0.05)
+        ready, _, _ = select.select([template.control], [], [], 0.05)
         if ready:
-            return False, warm.reply()
-        if not warm.alive():
+            return False, template.reply()
+        if not template.alive():
             return False, None
         if report.stat().st_size != size:
             size = report.stat().st_size
@@ -451,7 +451,7 @@ def _watch(warm: _Warm, report: Path, zygote_nonce: str, limits: Limits):
             elif ours:
                 deadline = time.monotonic() + GRACE_S  # the next start, or the end
         if time.monotonic() > deadline:
-            warm.kill()
+            template.kill()
             return True, None
 
 

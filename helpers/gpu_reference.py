@@ -221,12 +221,13 @@ def execute_notebook(chapter: str, target: Path, seconds: float, found: dict[str
     """Execute ``solutions/<chapter>`` top to bottom (or its first ``cells`` code cells) with
     a fresh kernel in its own folder, within ``seconds`` in all; write it to ``target`` with
     the stamp and the outcome in its metadata ("ok", "timed out …", "failed …"), and return
-    the outcome. The stored outputs are cleaned as ``grading.build`` cleans the solutions'."""
+    the outcome. The stored outputs are cleaned as the solutions' are
+    (``helpers.stored_outputs.clean``)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-    from grading.build import clean
+    from helpers.stored_outputs import clean
 
     source = REPO / "solutions" / chapter / f"{chapter}.ipynb"
     nb = nbformat.read(source, as_version=4)

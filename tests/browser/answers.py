@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import nbformat
 
-from grading.build import SOURCE
 from grading.course import meta
+from grading.release import SOURCE
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 

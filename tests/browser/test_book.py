@@ -11,7 +11,8 @@ import nbformat
 import pytest
 
 from grading import book
-from grading.build import SOURCE, WIDGET_STATE, WIDGET_VIEW, chapters
+from grading.release import SOURCE, chapters
+from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +31,7 @@ def stored(name: str) -> tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def site():
     """The book as ``make book`` builds it (into build/book/, reusing its MathJax cache)."""
-    book.build()
+    book.render_site()
     return book.OUT
 
 
@@ -65,11 +66,11 @@ def test_static_outputs_rewrites_placeholders_and_first_frames():
 
 def test_a_folder_without_chapters_is_a_clear_error(tmp_path):
     with pytest.raises(book.BookError, match="no chapters under"):
-        book.build(tmp_path / "book", source=tmp_path)
+        book.render_site(tmp_path / "book", source=tmp_path)
     (tmp_path / "01_x").mkdir()
     (tmp_path / "01_x" / "01_x.ipynb").write_text("not json", encoding="utf-8")
     with pytest.raises(book.BookError, match="cannot read"):
-        book.build(tmp_path / "book", source=tmp_path)
+        book.render_site(tmp_path / "book", source=tmp_path)
 
 
 def test_every_chapter_has_a_page_and_a_contents_entry(site):

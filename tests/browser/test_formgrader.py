@@ -13,7 +13,7 @@ import pytest
 from answers import filled, solutions
 from playwright.sync_api import expect
 
-from grading.build import RELEASE, ROOT, SOURCE, tool_environment
+from grading.release import RELEASE, ROOT, SOURCE, tool_environment
 
 pytestmark = pytest.mark.browser
 

@@ -23,8 +23,8 @@ import nbformat
 import pytest
 from answers import filled, solutions
 
-from grading.build import RELEASE
 from grading.course import meta
+from grading.release import RELEASE
 
 CHAPTERS = sorted(p.parent.name for p in RELEASE.glob("*/*.ipynb"))
 PRESSED = ["01_flops", "09_capstone"]

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from grading.build import SOURCE, chapters
+from grading.release import SOURCE, chapters
 from helpers import ceilings
 
 pytestmark = pytest.mark.browser

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import grading_fixture as fixture  # noqa: E402
 
-from grading import build, course, gradescope  # noqa: E402
+from grading import course, gradescope  # noqa: E402
+from grading.release import generate_release
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +25,7 @@ def demo(tmp_path_factory) -> dict:
     """The fixture chapter: source, nbgrader release, and its Assignment."""
     root = tmp_path_factory.mktemp("demo")
     fixture.write_source(root / "source")
-    build.release(None, root / "source", root / "release")
+    generate_release(None, root / "source", root / "release")
     return {
         "source": root / "source",
         "release": root / "release",

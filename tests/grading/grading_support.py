@@ -15,7 +15,8 @@ import grading_fixture as fixture
 import nbformat
 import pytest
 
-from grading import build, course, sandbox
+from grading import course, sandbox
+from grading.release import ROOT
 from helpers import ceilings
 
 SANDBOX = sandbox.bwrap_works()
@@ -114,5 +115,5 @@ def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedP
     env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
            ceilings.GEMMS_ENV: "1024x1024x1024"}  # fmt: skip
     command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
-    return subprocess.run(command + (["--invert"] if invert else []), cwd=build.ROOT / "grading",
+    return subprocess.run(command + (["--invert"] if invert else []), cwd=ROOT / "grading",
                           env=env, capture_output=True, text=True, timeout=600)  # fmt: skip

@@ -96,7 +96,7 @@ def test_attack_gets_no_points(outcomes, attack):
 # What the sandbox lets an answer see and do, probed by an instructor-side test cell.
 PROBES = {
     "no solutions or course folders": (
-        "import os\nfrom grading import build\n", "assert False  # grading is not importable"
+        "import os\nfrom grading import release\n", "assert False  # grading is not importable"
     ),
     "nothing of the repository but helpers": (
         "import os, helpers\nroot = os.path.dirname(os.path.dirname(helpers.__file__))\n"

@@ -16,7 +16,8 @@ import pytest
 from grading_fixture import EXERCISES, MAX_AUTO, NAME
 from grading_support import SANDBOX, demo_answers, fill, needs_bwrap, release_of, submit
 
-from grading import build, grader, ingest, report
+from grading import grader, ingest, report
+from grading.release import ROOT
 
 ALL_RIGHT = {a: "right" for a in EXERCISES}
 
@@ -171,7 +172,7 @@ def run_cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
     if path is not None:
         env["PATH"] = path
     return subprocess.run([sys.executable, "-m", "grading", *args], capture_output=True,
-                          text=True, env=env, cwd=build.ROOT, timeout=600)  # fmt: skip
+                          text=True, env=env, cwd=ROOT, timeout=600)  # fmt: skip
 
 
 @needs_bwrap

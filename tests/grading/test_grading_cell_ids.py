@@ -14,7 +14,8 @@ import nbformat
 from grading_fixture import EXERCISES, MAX_AUTO, NAME
 from grading_support import demo_answers, fill, release_of, submit
 
-from grading import build, cli, submissions
+from grading import commands, submissions
+from grading.release import ROOT
 
 ALL_RIGHT = {a: "right" for a in EXERCISES}
 
@@ -45,12 +46,12 @@ def test_grade_is_quiet_and_leaves_the_file_alone(demo, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "grading", "grade", NAME, "--course", str(course_dir),
          "--source", str(demo["source"]), "--jobs", "1"],
-        capture_output=True, text=True, cwd=build.ROOT,
+        capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "MissingIDField" not in result.stdout + result.stderr, result.stderr
     # as an ordinary user, it says once what that loses against grading as root
-    said = (result.stdout + result.stderr).count(cli.ORDINARY_USER)
+    said = (result.stdout + result.stderr).count(commands.ORDINARY_USER)
     assert said == (0 if os.geteuid() == 0 else 1), result.stderr
     assert path.read_bytes() == raw  # the ids went into our copy only
     graded = json.loads((course_dir / "grades" / NAME / "alice.json").read_text())

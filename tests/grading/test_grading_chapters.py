@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from grading_support import SANDBOX, fill, hidden_lines, page_text, solutions_of, submit
 
-from grading import build, course, grader, report
+from grading import course, grader, report
+from grading.release import SOURCE, chapters
 
-CHAPTERS = build.chapters()
+CHAPTERS = chapters()
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -16,9 +17,9 @@ def test_chapter_round_trip(chapter, tmp_path):
     """Every real chapter: the solutions pass every question and the release none (what
     ``nbgrader validate`` and ``validate --invert`` check, exercise by exercise), and the
     feedback shows no hidden test."""
-    assignment = course.load(chapter, build.SOURCE)
+    assignment = course.load(chapter, SOURCE)
     release = assignment.release  # made from the source the way nbgrader does, in memory
-    submit(tmp_path, "perfect", chapter, fill(release, solutions_of(build.SOURCE, chapter)))
+    submit(tmp_path, "perfect", chapter, fill(release, solutions_of(SOURCE, chapter)))
     submit(tmp_path, "blank", chapter, release)
     results = {r.student: r for r in grader.grade_batch(
         assignment, tmp_path, use_sandbox=SANDBOX, progress=False)}  # fmt: skip
@@ -28,7 +29,7 @@ def test_chapter_round_trip(chapter, tmp_path):
     report.write_reports(list(results.values()), assignment, tmp_path)
     page = page_text(tmp_path / "feedback" / "perfect" / chapter / f"{chapter}.html")
     assert "HIDDEN TESTS" not in page
-    answered = "\n".join(solutions_of(build.SOURCE, chapter).values())
-    for line in hidden_lines(build.SOURCE, chapter):
+    answered = "\n".join(solutions_of(SOURCE, chapter).values())
+    for line in hidden_lines(SOURCE, chapter):
         if line not in answered:  # a line the student wrote too is theirs, not a leak
             assert line not in page, line

@@ -9,9 +9,10 @@ import types
 import pytest
 from grading_support import SANDBOX, release_of, solutions_of
 
-from grading import build, course, grader, sandbox
+from grading import course, grader, sandbox
+from grading.release import RELEASE, SOURCE, chapters
 
-CHAPTERS = build.chapters()
+CHAPTERS = chapters()
 LIMITS = sandbox.Limits(wall_s=60, cpu_s=60)
 
 
@@ -51,8 +52,8 @@ def delegating(solution: str, names: tuple[str, ...], reference: str) -> str:
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_delegating_answers_score_zero_in_every_chapter(chapter):
-    assignment = course.load(chapter, build.SOURCE)
-    solutions = solutions_of(build.SOURCE, chapter)
+    assignment = course.load(chapter, SOURCE)
+    solutions = solutions_of(SOURCE, chapter)
     cases, questions = [], []
     for exercise in assignment.exercises:
         functions = [n for n in exercise.names if not n.isupper()]
@@ -110,7 +111,7 @@ DIRECT = {  # the two delegations the issue names, written the way a student wou
 def test_the_design_problem_stubs_every_part_of_the_planner_search():
     """Chapter 9's answer can reach no part of the reference search: the search itself, its
     candidates, a candidate's goodput and DistServe's goodput rule are all stubbed."""
-    assignment = course.load("09_capstone", build.SOURCE)
+    assignment = course.load("09_capstone", SOURCE)
     (exercise,) = [e for e in assignment.exercises if e.answer_id == "ch09_choose_config"]
     assert {"helpers.serving.planner.plan_serving", "helpers.serving.planner.plan_candidates",
             "helpers.serving.planner.config_goodput",
@@ -123,8 +124,8 @@ def test_returning_the_reference_scores_zero_with_the_reason(chapter, answer_id,
     """Through the whole path of ``grade`` and ``check``: a notebook whose answer returns
     the reference, and the same answer graded as it was before (it earned full marks)."""
     answer, reference = DIRECT[(chapter, answer_id)]
-    assignment = course.load(chapter, build.SOURCE)
-    nb = release_of(build.RELEASE, chapter) if (build.RELEASE / chapter).is_dir() else None
+    assignment = course.load(chapter, SOURCE)
+    nb = release_of(RELEASE, chapter) if (RELEASE / chapter).is_dir() else None
     nb = nb or assignment.release
     for cell in nb.cells:
         if course.meta(cell).get("grade_id") == answer_id:

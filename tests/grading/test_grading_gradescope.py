@@ -16,14 +16,15 @@ import nbformat
 import pytest
 from grading_support import SANDBOX, fill, hidden_lines, release_of
 
-from grading import build, course, gradescope
+from grading import course, gradescope
+from grading.release import RELEASE, ROOT, SOURCE
 from grading.results import VERDICT, QuestionResult, StudentResult
 
 CHAPTER = "02_bytes"  # the quickest real chapter to grade
 TESTS = ["ch02_weight_bytes_test", "ch02_kv_bytes_per_token_test", "ch02_kv_cache_bytes_test",
          "ch02_max_concurrent_sequences_test", "ch02_decode_read_time_test"]  # fmt: skip
 POINTS = [2.0, 2.0, 2.0, 3.0, 2.0]
-SOLUTIONS = build.SOURCE / CHAPTER / f"{CHAPTER}.ipynb"
+SOLUTIONS = SOURCE / CHAPTER / f"{CHAPTER}.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def notebook_bytes(nb) -> bytes:
 
 
 def blank() -> bytes:
-    return (build.RELEASE / CHAPTER / f"{CHAPTER}.ipynb").read_bytes()
+    return (RELEASE / CHAPTER / f"{CHAPTER}.ipynb").read_bytes()
 
 
 def test_zip_layout(autograder_zip):
@@ -109,7 +110,7 @@ def test_zip_refuses_unknown_chapter(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "grading", "gradescope", "99_nothing",
          "--output", str(tmp_path / "a.zip")],
-        capture_output=True, text=True, cwd=build.ROOT,
+        capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 2
     assert "no chapter 99_nothing" in done.stderr
@@ -163,7 +164,7 @@ def test_hostile(autograder_zip, tmp_path, mode, shared_python):
     first on PATH, stands in for that). Without it, grading as root, student code runs as a
     user of its own, so it cannot write into the results folder."""
     root = tmp_path / "autograder"
-    release = release_of(build.RELEASE, CHAPTER)
+    release = release_of(RELEASE, CHAPTER)
     answers = {course.meta(c)["grade_id"]: c.source
                for c in nbformat.read(SOLUTIONS, as_version=4).cells
                if course.meta(c).get("solution") and c.cell_type == "code"}  # fmt: skip
@@ -200,7 +201,7 @@ FLOORED = """def weight_bytes(cfg, dtype):
 def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
     """Two notebooks: the one named for the chapter is graded, and the output says which.
     An answer that fails only hidden tests is told so, and nothing of those tests shows."""
-    graded = fill(release_of(build.RELEASE, CHAPTER), {"ch02_weight_bytes": FLOORED})
+    graded = fill(release_of(RELEASE, CHAPTER), {"ch02_weight_bytes": FLOORED})
     files = {f"{CHAPTER}.ipynb": notebook_bytes(graded), "copy.ipynb": SOLUTIONS.read_bytes()}
     results = gradescope_run(autograder_zip, tmp_path / "autograder", files)
     assert results["score"] == 0.0
@@ -208,13 +209,13 @@ def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
     assert results["tests"][0]["output"] == VERDICT["hidden"]
     assert f"duplicate submission: graded {CHAPTER}.ipynb, ignored copy.ipynb" in results["output"]
     text = json.dumps(results)
-    for line in hidden_lines(build.SOURCE, CHAPTER):
+    for line in hidden_lines(SOURCE, CHAPTER):
         assert json.dumps(line)[1:-1] not in text, line
 
 
 def test_hidden_detail_never_shown():
     """Whatever detail a hidden failure carries stays out of results.json."""
-    assignment = course.load(CHAPTER, build.SOURCE)
+    assignment = course.load(CHAPTER, SOURCE)
     questions = [QuestionResult(TESTS[0], 2.0, 0.0, "hidden", "assert secret == 42"),
                  QuestionResult(TESTS[1], 2.0, 0.0, "failed", "expected 7, got 8"),
                  QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from grading_fixture import EXERCISES, SETUP, with_hidden_tests
 
-from grading import build, sandbox
+from grading import release, sandbox
 
 _, HONEST, _, VISIBLE, HIDDEN = EXERCISES["ch99_square"]
 HONEST = "def square(n):\n    return n * n"
@@ -176,9 +176,10 @@ def host(tmp_path_factory) -> dict:
     grades.mkdir(parents=True)
     (folder / "notes.txt").write_text("the host's own file\n")
     (grades / "student.json").write_text('{"score": 0}\n')
+    repository = release.ROOT
     existing = [folder / "notes.txt", grades / "student.json",
-                build.ROOT / "helpers" / "__init__.py", build.ROOT / "pyproject.toml"]  # fmt: skip
-    new = [folder / MARK, grades / MARK, build.ROOT / MARK, build.ROOT / "helpers" / MARK,
+                repository / "helpers" / "__init__.py", repository / "pyproject.toml"]  # fmt: skip
+    new = [folder / MARK, grades / MARK, repository / MARK, repository / "helpers" / MARK,
            Path.home() / MARK, Path(tempfile.gettempdir()) / MARK]  # fmt: skip
     assert not any(path.exists() for path in new)
     return {"existing": {p: p.read_bytes() for p in existing}, "new": new,
@@ -292,8 +293,8 @@ def probe(name: str, expected: bool) -> sandbox.Question:
 
 def template() -> object:
     """This thread's warm template (the sandbox keeps one per grading thread)."""
-    (warm,) = [w for key, w in sandbox._warm.pool.items() if key[0]]
-    return warm
+    (sandboxed,) = [t for key, t in sandbox._templates.pool.items() if key[0]]
+    return sandboxed
 
 
 def test_a_reused_template_carries_no_student_work_into_the_next_submission():

@@ -9,8 +9,9 @@ import math
 import nbformat
 import pytest
 
-from grading import build
-from grading.build import WIDGET_STATE, WIDGET_VIEW
+from grading.outputs import execute
+from grading.release import RELEASE, SOURCE, chapters, drop_widget_state
+from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW, clean
 
 WIDGETS = [
     "import ipywidgets as widgets\nfrom tqdm.auto import tqdm",
@@ -35,7 +36,7 @@ def runs(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in WIDGETS]
     nbformat.write(nb, path)
-    return build.execute(path), build.execute(path)
+    return execute(path), execute(path)
 
 
 def test_widget_ids_are_the_same_on_every_run(runs):
@@ -66,24 +67,24 @@ def test_a_view_without_stored_state_is_dropped_keeping_its_text():
         nbformat.v4.new_output("display_data", {WIDGET_VIEW: view, "text/plain": "HBox()"}),
         nbformat.v4.new_output("display_data", {WIDGET_VIEW: view}),
     ])]  # fmt: skip
-    done = build.clean(nb)
+    done = clean(nb)
     assert [out.data for out in done.cells[0].outputs] == [{"text/plain": "HBox()"}]
     assert "widgets" not in done.metadata
 
 
 def test_the_release_drops_the_widget_state(tmp_path, runs):
     nbformat.write(runs[0], tmp_path / "widgets.ipynb")
-    build.drop_widget_state(tmp_path)
+    drop_widget_state(tmp_path)
     assert "widgets" not in nbformat.read(tmp_path / "widgets.ipynb", as_version=4).metadata
-    for chapter in build.chapters():
-        release = nbformat.read(build.RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
+    for chapter in chapters():
+        release = nbformat.read(RELEASE / chapter / f"{chapter}.ipynb", as_version=4)
         assert "widgets" not in release.metadata, chapter
 
 
-@pytest.mark.parametrize("chapter", build.chapters())
+@pytest.mark.parametrize("chapter", chapters())
 def test_stored_widget_views_have_their_state(chapter):
     """The book draws each widget from the state stored with the chapter."""
-    nb = nbformat.read(build.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    nb = nbformat.read(SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
     views = views_of(nb)
     assert views, f"{chapter} stores no widget view: rerun `make outputs`"
     assert set(views) <= set(state_of(nb)), chapter
@@ -92,11 +93,11 @@ def test_stored_widget_views_have_their_state(chapter):
 SLIDERS = {"FloatSliderModel", "IntSliderModel", "FloatLogSliderModel"}
 
 
-@pytest.mark.parametrize("chapter", build.chapters())
+@pytest.mark.parametrize("chapter", chapters())
 def test_stored_sliders_sit_on_their_steps(chapter):
     """A slider whose value is off its grid is moved to the nearest step as it is drawn,
     and its explorer reruns: the book would show one value beside a view of another."""
-    nb = nbformat.read(build.SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
+    nb = nbformat.read(SOURCE / chapter / f"{chapter}.ipynb", as_version=4)
     for model in state_of(nb).values():
         if model["model_name"] not in SLIDERS:
             continue

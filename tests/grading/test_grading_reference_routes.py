@@ -21,7 +21,8 @@ import secrets
 import pytest
 from grading_support import needs_bwrap
 
-from grading import build, course, sandbox
+from grading import course, sandbox
+from grading.release import SOURCE
 
 CHAPTER, ANSWER = "02_bytes", "ch02_weight_bytes"
 REFERENCE = "helpers.memory.weight_bytes"
@@ -109,7 +110,7 @@ def answer(route: str) -> str:
 
 @pytest.fixture(scope="module")
 def exercise() -> tuple[course.Assignment, course.Exercise]:
-    assignment = course.load(CHAPTER, build.SOURCE)
+    assignment = course.load(CHAPTER, SOURCE)
     (found,) = [e for e in assignment.exercises if e.answer_id == ANSWER]
     assert REFERENCE.rpartition(".")[2] in found.names
     return assignment, found
@@ -250,7 +251,7 @@ def canary_question(canary: str, planted_by_answer: bool, others: bool) -> sandb
     """A question whose hidden test holds ``canary`` and asks the answer's scanner what it
     sees (with ``others``, in the other processes too); with ``planted_by_answer`` the
     answer builds a match itself: the scanner's control, which must see it."""
-    assignment = course.load(CHAPTER, build.SOURCE)
+    assignment = course.load(CHAPTER, SOURCE)
     plant = f"_planted = ''.join(['CANARY_', {canary[7:]!r}])\n" if planted_by_answer else ""
     # The scan runs in the visible part (so its findings are shown); the canary waits in
     # the hidden part, which the tester holds from the start.

@@ -15,7 +15,8 @@ import pytest
 from grading_fixture import NAME
 from grading_support import fill, release_of, solutions_of
 
-from grading import build, course
+from grading import course
+from grading.release import RELEASE, ROOT, SOURCE, chapters
 
 REGION = {
     "solution": re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S),
@@ -57,11 +58,11 @@ def test_fixture_release_is_clean_and_the_check_can_fail(demo):
     assert len(leaks(source, source)) >= 4  # the source itself leaks: the check has teeth
 
 
-@pytest.mark.parametrize("chapter", build.chapters())
+@pytest.mark.parametrize("chapter", chapters())
 def test_chapter_release_is_clean(chapter):
-    path = course.source_notebook(chapter, build.RELEASE)
+    path = course.source_notebook(chapter, RELEASE)
     assert path.is_file(), "run `make release`"
-    source = nbformat.read(course.source_notebook(chapter, build.SOURCE), as_version=4)
+    source = nbformat.read(course.source_notebook(chapter, SOURCE), as_version=4)
     assert leaks(nbformat.read(path, as_version=4), source) == []
 
 
@@ -83,7 +84,7 @@ def test_validate_button_uses_the_course_config(demo, tmp_path):
     path = tmp_path / f"{NAME}.ipynb"
     nbformat.write(fill(release_of(demo["release"], NAME), answers), path)
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(build.ROOT / "grading"),
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "grading"),
            "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}  # fmt: skip
     result = subprocess.run([sys.executable, "-c", VALIDATE_BUTTON, str(path)], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -18,7 +18,8 @@ import nbformat
 import pytest
 from grading_support import SANDBOX, solutions_of
 
-from grading import build, course, sandbox
+from grading import course, sandbox
+from grading.release import RELEASE, SOURCE, chapters
 
 
 def parameters(node: ast.FunctionDef) -> int:
@@ -33,7 +34,7 @@ def answer_functions(source: str) -> dict[str, int]:
 
 def release_functions(chapter: str) -> list[tuple[int, ast.FunctionDef]]:
     """(cell index, definition) of every top-level function in the release's ungraded cells."""
-    nb = nbformat.read(course.source_notebook(chapter, build.RELEASE), as_version=4)
+    nb = nbformat.read(course.source_notebook(chapter, RELEASE), as_version=4)
     found = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or course.meta(cell):
@@ -50,10 +51,10 @@ def renamed(node: ast.FunctionDef, name: str) -> str:
     return ast.unparse(copy)
 
 
-@pytest.mark.parametrize("chapter", build.chapters())
+@pytest.mark.parametrize("chapter", chapters())
 def test_no_release_cell_answers_an_exercise(chapter):
-    assignment = course.load(chapter, build.SOURCE)
-    solutions = solutions_of(build.SOURCE, chapter)
+    assignment = course.load(chapter, SOURCE)
+    solutions = solutions_of(SOURCE, chapter)
     defined = release_functions(chapter)
     tried, questions = [], []
     for exercise in assignment.exercises:

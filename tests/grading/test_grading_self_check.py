@@ -13,7 +13,8 @@ from grading_fixture import NAME, WRITTEN_ID
 from grading_support import demo_answers, fill, release_of
 
 from grading import __main__ as grading_main
-from grading import build, course
+from grading import course
+from grading.release import RELEASE, chapters, generate_release
 
 MODEL = "Because decode reads every weight per token."
 RUBRIC = "**Rubric**: 2 points for naming weight reads."
@@ -31,9 +32,9 @@ def test_the_setting_is_read_from_the_course_config_and_is_off(tmp_path):
     assert course.self_check(config) is True
 
 
-@pytest.mark.parametrize("chapter", build.chapters(build.RELEASE))
+@pytest.mark.parametrize("chapter", chapters(RELEASE))
 def test_the_default_release_holds_no_model_answer(chapter):
-    nb = nbformat.read(course.source_notebook(chapter, build.RELEASE), as_version=4)
+    nb = nbformat.read(course.source_notebook(chapter, RELEASE), as_version=4)
     assert written_cells(nb), chapter
     assert course.model_answers(nb) == {}
     assert not [c for c in nb.cells if "self_check" in c.metadata]
@@ -42,7 +43,7 @@ def test_the_default_release_holds_no_model_answer(chapter):
 @pytest.fixture(scope="module")
 def self_check_release(demo, tmp_path_factory):
     target = tmp_path_factory.mktemp("self-check") / "release"
-    build.release(None, demo["source"], target, self_check=True)
+    generate_release(None, demo["source"], target, self_check=True)
     return target
 
 

@@ -8,7 +8,8 @@ import types
 import pytest
 from test_grading_delegation import helpers_references
 
-from grading import build, course, stubs
+from grading import course, stubs
+from grading.release import SOURCE, chapters
 from helpers import memory
 
 SETUP = ("from helpers import memory, models\nimport helpers.roofline as rl\n"
@@ -54,11 +55,11 @@ def test_the_library_holds_every_module_of_the_package():
     assert not stubs.library()["helpers.memory"].package
 
 
-@pytest.mark.parametrize("chapter", build.chapters())
+@pytest.mark.parametrize("chapter", chapters())
 def test_every_chapter_stubs_what_running_its_setup_finds(chapter):
     """The sources read statically name the same functions as the setup cell run for real
     and each reference looked up in its namespace (the delegation tests' oracle)."""
-    assignment = course.load(chapter, build.SOURCE)
+    assignment = course.load(chapter, SOURCE)
     for exercise in assignment.exercises:
         found = stubs.targets(assignment.setup, exercise.references)
         named = sorted(f"{m}.{q}" for m, names in found.items() for q in names)

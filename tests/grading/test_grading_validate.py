@@ -9,10 +9,11 @@ from grading_fixture import NAME
 from grading_support import fill, nbgrader_validate, release_of, solutions_of
 from validate_support import CACHE_CHAPTERS, check_chapter_validates
 
-from grading import build, course
+from grading import course
+from grading.release import chapters
 
 # Chapters 4 and 5 run whole at three cache sizes: test_grading_validate_cache.py.
-CHAPTERS = [chapter for chapter in build.chapters() if chapter not in CACHE_CHAPTERS]
+CHAPTERS = [chapter for chapter in chapters() if chapter not in CACHE_CHAPTERS]
 
 
 def test_fixture_validates_and_release_fails_every_test(demo):

@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 from grading_support import nbgrader_validate
 
-from grading import build, course
+from grading import course
+from grading.release import RELEASE, SOURCE
 
 PASSES = "Success! Your notebook passes all the tests."
 FAILS_ALL = "Success! The notebook does not pass any tests."
@@ -44,8 +45,8 @@ def validate_cut(path: Path, folder: Path, invert: bool = False) -> str:
 def check_chapter_validates(chapter: str, folder: Path, whole_source: bool = False) -> None:
     """The chapter's solutions pass every test under plain nbgrader, its release none; the
     solutions run whole when ``whole_source``, else cut to their graded cells."""
-    source = course.source_notebook(chapter, build.SOURCE)
-    release = course.source_notebook(chapter, build.RELEASE)
+    source = course.source_notebook(chapter, SOURCE)
+    release = course.source_notebook(chapter, RELEASE)
     assert release.is_file(), "run `make release`"
     out = nbgrader_validate(source).stdout if whole_source else validate_cut(source, folder)
     assert PASSES in out, out

@@ -1,7 +1,7 @@
 """Speed benchmark: this grader (sandboxed, in parallel) against plain sequential
 ``nbgrader autograde``, on the same honest submissions of one chapter, in the same run.
 
-    python -m grading.benchmark 02_bytes --submissions 100
+    python -m grading.tools.benchmark 02_bytes --submissions 100
 
 Prints both wall-clock times and the ratio (the goal: at least 3x). A script, not a test:
 it takes many minutes and uses every core. ``--skip-nbgrader`` times this grader alone;
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import nbformat
 
-from grading import build, course, sandbox
-from grading.stress import honest_notebook
+from grading import course, sandbox
+from grading.release import ROOT, SOURCE, tool_environment
+from grading.tools.stress import honest_notebook
 
 # --mix: of every ten submissions, seven honest and three that go wrong the way real ones
 # do: blank (the release as handed out), a first answer that kills its own process, and a
@@ -75,7 +76,7 @@ def timed(command: list[str], cwd: Path, tolerate: bool = False) -> float:
     """Seconds the command took; ``tolerate``: a failure is reported, not raised (nbgrader
     autograde exits 1 when a submission's kernel dies)."""
     started = time.monotonic()
-    done = subprocess.run(command, cwd=cwd, env=build.tool_environment(), capture_output=True,
+    done = subprocess.run(command, cwd=cwd, env=tool_environment(), capture_output=True,
                           text=True)  # fmt: skip
     if done.returncode != 0 and not tolerate:
         raise RuntimeError(f"{command[2:4]} failed:\n{done.stderr[-3000:]}")
@@ -91,12 +92,12 @@ def nbgrader(root: Path, name: str, *command: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grading.benchmark", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grading.tools.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignment", nargs="?", default="02_bytes")
     parser.add_argument("--submissions", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=None, help="default: all cores")
-    parser.add_argument("--source", type=Path, default=build.SOURCE)
+    parser.add_argument("--source", type=Path, default=SOURCE)
     parser.add_argument("--skip-nbgrader", action="store_true")
     parser.add_argument("--mix", action="store_true",
                         help="3 in 10 submissions blank, crashing or lying (default: honest)")
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
         ours = timed([sys.executable, "-m", "grading", "grade", assignment.name, "--course",
                       str(ours_root), "--source", str(ours_root / "source"), *jobs],
-                     cwd=build.ROOT)  # fmt: skip
+                     cwd=ROOT)  # fmt: skip
         print(f"python -m grading grade: {args.submissions} submissions in {ours:.1f} s "
               f"({ours / args.submissions:.2f} s each)")  # fmt: skip
         if args.mix:

@@ -1,4 +1,5 @@
-"""The ``grade`` and ``check`` commands (argument parsing lives in ``__main__``)."""
+"""The commands of ``python -m grading``, one function each, taking the parsed arguments
+and returning the exit status (the arguments are parsed in ``__main__``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,48 @@ from pathlib import Path
 import nbformat
 
 from grading import course, gradebook, grader, ingest, report, sandbox
-from grading.build import RELEASE
+from grading.outputs import refresh_outputs
+from grading.release import RELEASE, ROOT, generate_release
 from grading.results import VERDICT, number
 from grading.submissions import CorruptNotebook, SubmittedNotebooks, parse
+
+
+def release_command(args: argparse.Namespace) -> int:
+    for path in generate_release(args.chapters or None, progress=True):
+        print(path.relative_to(ROOT))
+    return 0
+
+
+def outputs_command(args: argparse.Namespace) -> int:
+    for path in refresh_outputs(args.chapters or None, progress=True):
+        print(path.relative_to(ROOT))
+    return 0
+
+
+def book_command(args: argparse.Namespace) -> int:
+    from grading import book as site
+
+    try:
+        pages = site.render_site(progress=True)
+    except site.BookError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for page in pages:
+        print(page.relative_to(ROOT))
+    return 0
+
+
+def gradescope_command(args: argparse.Namespace) -> int:
+    from grading.gradescope import bundle
+
+    default = ROOT / "build" / "gradescope" / args.chapter / "autograder.zip"
+    try:
+        print(bundle(args.chapter, args.output or default, args.source, args.timeout,
+                     args.memory))  # fmt: skip
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def limits(args: argparse.Namespace) -> sandbox.Limits:
@@ -174,3 +214,7 @@ def check_command(args: argparse.Namespace) -> int:
              if assignment.written else ""))  # fmt: skip
     print_written(nb, assignment, source, args.rubrics)
     return 0 if total == assignment.max_auto else 1
+
+
+COMMANDS = {"release": release_command, "outputs": outputs_command, "grade": grade_command,
+            "check": check_command, "book": book_command, "gradescope": gradescope_command}

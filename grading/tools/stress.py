@@ -2,7 +2,7 @@
 every run must earn full marks (a race between the answer and tester processes, such as a
 shared IPython history, shows up here as a random ``crash``).
 
-    python -m grading.stress 02_bytes --runs 30 --busy 2
+    python -m grading.tools.stress 02_bytes --runs 30 --busy 2
 
 Prints each run's score and status counts, then the totals; exits 1 unless every run got
 full marks. A script, not a test: it takes minutes and loads the machine on purpose.
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from grading import build, course, grader, sandbox
+from grading import course, grader, sandbox
+from grading.release import SOURCE
 
 
 def honest_notebook(assignment: course.Assignment, source: Path) -> nbformat.NotebookNode:
@@ -38,13 +39,13 @@ def honest_notebook(assignment: course.Assignment, source: Path) -> nbformat.Not
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grading.stress", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grading.tools.stress", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignment", nargs="?", default="02_bytes")
     parser.add_argument("--runs", type=int, default=30, help="times to grade it (default 30)")
     parser.add_argument("--busy", type=int, default=2, help="busy loops (default 2)")
     parser.add_argument("--jobs", type=int, default=1, help="runs graded at once (default 1)")
-    parser.add_argument("--source", type=Path, default=build.SOURCE)
+    parser.add_argument("--source", type=Path, default=SOURCE)
     parser.add_argument("--unsafe", action="store_true", help="without the sandbox")
     args = parser.parse_args(argv)  # fmt: skip
     if not args.unsafe and not sandbox.bwrap_works():
