@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers import latency, memory, serving
+from helpers import memory, serving
 from helpers._validate import positive_int
-from helpers.serving import Step
+from helpers.serving import Step, spec
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["StallView", "stall_view", "draw_stall", "show_stall", "PrefixView", "prefix_view",
@@ -227,11 +227,11 @@ class SpecView:
 
 
 def spec_view(alpha: float = 0.8, c: float = 0.05, max_gamma: int = 16) -> SpecView:
-    """``latency.spec_speedup`` and ``spec_expected_tokens`` over γ, ``spec_best_gamma``."""
+    """``serving.spec.spec_speedup`` and ``spec_expected_tokens`` over γ, ``spec_best_gamma``."""
     gammas = np.arange(max_gamma + 1)
-    return SpecView(gammas, np.array([latency.spec_speedup(alpha, int(g), c) for g in gammas]),
-                    np.array([latency.spec_expected_tokens(alpha, int(g)) for g in gammas]),
-                    latency.spec_best_gamma(alpha, c, max_gamma), alpha, c)  # fmt: skip
+    return SpecView(gammas, np.array([spec.spec_speedup(alpha, int(g), c) for g in gammas]),
+                    np.array([spec.spec_expected_tokens(alpha, int(g)) for g in gammas]),
+                    spec.spec_best_gamma(alpha, c, max_gamma), alpha, c)  # fmt: skip
 
 
 def draw_spec(ax, view: SpecView) -> None:

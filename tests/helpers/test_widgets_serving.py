@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware, latency, memory, models, serving  # noqa: E402
-from helpers.serving import RooflineSteps, Step  # noqa: E402
+from helpers import hardware, memory, models, serving  # noqa: E402
+from helpers.serving import RooflineSteps, Step, spec  # noqa: E402
 from helpers.widgets import serving as widget  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def test_spec_view_matches_latency_and_the_worked_check():
     view = widget.spec_view(0.8, 0.05, 16)
     assert view.tokens[4] == pytest.approx(3.3616)
     assert round(view.speedup[4], 2) == 2.80
-    assert view.best == latency.spec_best_gamma(0.8, 0.05, 16) == 8
+    assert view.best == spec.spec_best_gamma(0.8, 0.05, 16) == 8
     assert view.speedup[view.best] == pytest.approx(np.max(view.speedup))
     assert "best gamma = 8" in view.table()
 

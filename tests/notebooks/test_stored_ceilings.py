@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from helpers import bench
+from helpers import sweep_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 0.10
@@ -29,10 +29,12 @@ def test_stored_bench_runs_stay_under_their_ceilings():
     been measured), and a run of the checker on a point that breaks the rule."""
     for path in sorted((ROOT / "helpers" / "data" / "gpu").glob("*/05_matmuls.json")):
         results = json.loads(path.read_text())
-        assert bench.points_above_roofline(results, TOLERANCE) == [], path.name
+        assert sweep_record.points_above_roofline(results, TOLERANCE) == [], path.name
     broken = {"ceilings": {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10},
-              "points": [{"dtype": "fp32", "intensity": 0.5, "achieved_flops": 0.56e10}]}
-    assert len(bench.points_above_roofline(broken, TOLERANCE)) == 1
+              "points": [{"dtype": "fp32", "flops": 1e6, "bytes": 2e6, "achieved_flops": f}
+                         for f in (0.56e10, 0.54e10)]}  # 12% and 8% above 0.5 FLOP/B x 1e10 B/s
+    assert [p["achieved_flops"] for p in
+            sweep_record.points_above_roofline(broken, TOLERANCE)] == [0.56e10]
 
 
 def test_chapter_5_sweep_stays_under_its_roofline():
