@@ -23,6 +23,7 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_width",
     "experts_read",
+    "expected_experts",
     "kv_cache_bytes",
     "cached_tokens",
     "linear_bytes",
@@ -104,6 +105,30 @@ def experts_read(cfg: ModelConfig, tokens: int) -> int:
     return min(cfg.n_experts, tokens * cfg.experts_per_token)
 
 
+def expected_experts(
+    cfg: ModelConfig, tokens: int, load: Sequence[float] | None = None
+) -> float:
+    """Routed experts one MoE layer reads, in expectation, for ``tokens`` tokens routed
+    independently (chapter 10). ``load[i]``: the chance that one token's router picks expert
+    i among its ``experts_per_token`` (the chances sum to ``experts_per_token``); default
+    uniform, k/E each. Expert i is read unless every token passes it by, so the expectation
+    is Σᵢ 1 − (1 − loadᵢ)^B, which for a uniform router is E·(1 − (1 − k/E)^B): k at one
+    token, all E as B grows, below ``experts_read``'s min(E, B·k) in between, which needs a
+    router that never sends two tokens to one expert. 0 for a dense model."""
+    non_negative_int(tokens, "tokens")
+    if not cfg.is_moe:
+        return 0.0
+    if load is None:
+        return cfg.n_experts * (1 - (1 - cfg.experts_per_token / cfg.n_experts) ** tokens)
+    chances = [float(p) for p in load]
+    if len(chances) != cfg.n_experts or not all(0 <= p <= 1 for p in chances):
+        raise ValueError(f"load must hold {cfg.n_experts} chances in [0, 1], one an expert")
+    if not math.isclose(sum(chances), cfg.experts_per_token, rel_tol=1e-6):
+        raise ValueError(f"load must sum to experts_per_token={cfg.experts_per_token}, "
+                         f"got {sum(chances):.6g}")  # fmt: skip
+    return sum(1 - (1 - p) ** tokens for p in chances)
+
+
 def forward_bytes(
     cfg: ModelConfig,
     new_tokens: int,
@@ -111,6 +136,9 @@ def forward_bytes(
     batch: int = 1,
     dtype: str = "bf16",
     logits: str = "all",
+    *,
+    kv_dtype: str | None = None,
+    experts: float | None = None,
 ) -> dict[str, int]:
     """Least bytes each op of one forward pass moves, summed over layers (chapter 2).
 
@@ -125,14 +153,29 @@ def forward_bytes(
     ``kv_b`` reads its weights once and turns each new query's no-rope part into the latent
     space and each head's output back; attention reads those queries, the cached latents
     (``kv_width``), writes the new latent and its output, ``kv_lora_rank`` wide a head.
+
+    ``kv_dtype``: the KV cache stored in another dtype than ``dtype`` (an fp8 or int8 cache
+    beside bf16 weights, chapter 10): the cache's reads and writes are counted at its size,
+    the queries and outputs at ``dtype``'s. ``experts``: the routed experts a MoE layer reads
+    (default ``experts_read``; ``expected_experts`` for a router's expectation, chapter 10).
     """
     positive_int(new_tokens, "new_tokens")
     non_negative_int(context, "context")
     positive_int(batch, "batch")
     one_of(logits, ("all", "last"), "logits")
+    if experts is not None and not 0 <= experts <= cfg.n_experts:
+        raise ValueError(f"experts must be in 0 … n_experts={cfg.n_experts}, got {experts!r}")
+    kv_dtype = kv_dtype or dtype
+    _bits(kv_dtype)
     tokens = batch * new_tokens
     d, layers = cfg.hidden, cfg.layers
     cached = batch * cached_tokens(cfg, context + new_tokens)
+
+    def attention_bytes(q_and_out: int, cache: int) -> int:
+        if kv_dtype == dtype:  # one rounding, as chapters 1-9 count it
+            return _bytes(q_and_out + cache, dtype)
+        return _bytes(q_and_out, dtype) + _bytes(cache, kv_dtype)
+
     traffic: dict[str, int] = {}
     if cfg.is_mla:
         h, latent, rope = cfg.n_q_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
@@ -149,7 +192,7 @@ def forward_bytes(
         traffic["o"] = layers * linear_bytes(tokens, h * cfg.v_head_dim, d, dtype)
         width = kv_width(cfg)
         q_and_out = tokens * h * (latent + rope) + tokens * h * latent
-        attention = _bytes(q_and_out + cached * width + tokens * width, dtype)
+        attention = attention_bytes(q_and_out, cached * width + tokens * width)
     else:
         for name, width in (("q", cfg.q_dim), ("k", cfg.kv_dim), ("v", cfg.kv_dim)):
             traffic[name] = layers * linear_bytes(tokens, d, width, dtype)
@@ -157,7 +200,7 @@ def forward_bytes(
         q_and_out = 2 * tokens * cfg.q_dim
         kv_read = cached * 2 * cfg.kv_dim
         kv_write = 2 * tokens * cfg.kv_dim
-        attention = _bytes(q_and_out + kv_read + kv_write, dtype)
+        attention = attention_bytes(q_and_out, kv_read + kv_write)
     dense, moe = layers - cfg.moe_layers, cfg.moe_layers
     if dense:
         f = cfg.intermediate
@@ -170,8 +213,8 @@ def forward_bytes(
         traffic["router"] = moe * linear_bytes(tokens, d, cfg.n_experts, dtype)
         # Gate and up read d and write f per routed token, down reads f and writes d.
         routed = tokens * cfg.experts_per_token
-        traffic["experts"] = moe * _bytes(
-            experts_read(cfg, tokens) * 3 * d * f + routed * 3 * (d + f), dtype)
+        read = experts_read(cfg, tokens) if experts is None else experts
+        traffic["experts"] = moe * _bytes(read * 3 * d * f + routed * 3 * (d + f), dtype)
         if cfg.shared_experts:
             shared = cfg.shared_experts * f
             up_and_gate = 2 * linear_bytes(tokens, d, shared, dtype)

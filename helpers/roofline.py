@@ -21,10 +21,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from helpers._validate import non_negative_int, positive_int
-from helpers.flops import attention_flops, forward_flops, matmul_flops, param_count
+from helpers._validate import non_negative_int, one_of, positive_int
+from helpers.flops import (
+    attention_flops,
+    attention_flops_per_key,
+    forward_flops,
+    matmul_flops,
+    param_count,
+)
 from helpers.hardware import HardwareSpec
-from helpers.memory import dtype_bytes, forward_bytes, kv_bytes_per_token, linear_bytes
+from helpers.memory import (
+    dtype_bytes,
+    expected_experts,
+    forward_bytes,
+    kv_bytes_per_token,
+    linear_bytes,
+)
 from helpers.models import ModelConfig
 
 __all__ = [
@@ -44,6 +56,8 @@ __all__ = [
     "decode_aggregate",
     "critical_batch_aggregate",
     "critical_batch_split",
+    "decode_attention_intensity",
+    "critical_batch_moe",
     "decode_split_weight_only",
     "critical_batch_weight_only",
 ]
@@ -180,16 +194,20 @@ def roofline_time(
 
 
 def decode_split(
-    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16"
-) -> dict[str, RooflineTime]:
+    cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16",
+    *, kv_dtype: str | None = None, experts: float | None = None,
+) -> dict[str, RooflineTime]:  # fmt: skip
     """One decode step split in two parts that share no data (chapter 3 and 7).
 
     ``weights``: the linear layers and LM head (last token only) over the batch: weights read
     once, FLOPs grow with B. ``attention``: each sequence's scores and values against its
     own KV cache: bytes and FLOPs both grow with B, so its intensity never rises.
+    ``kv_dtype`` and ``experts`` are ``memory.forward_bytes``' (chapter 10): a KV cache
+    stored narrower than ``dtype``, and the routed experts a MoE layer reads.
     """
     step_flops = forward_flops(cfg, 1, context=context, batch=batch, logits="last").by_op
-    step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last")
+    step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last",
+                               kv_dtype=kv_dtype, experts=experts)  # fmt: skip
     attention = attention_flops(step_flops)
     attention_bytes = step_bytes["attention"]
     return {
@@ -254,6 +272,52 @@ def critical_batch_split(
 
     def compute_bound(batch: int) -> bool:  # the weights' part does not depend on context
         return decode_split(cfg, hw, batch, 1, dtype)["weights"].bound == "compute"
+
+    return _first_batch(compute_bound, max_batch)
+
+
+def decode_attention_intensity(
+    cfg: ModelConfig, kv_dtype: str = "bf16", mla: str = "absorbed"
+) -> float:
+    """FLOPs per byte of decode attention over a long cache (chapter 10): one query's
+    attention FLOPs against one cached token (``flops.attention_flops_per_key``) over the
+    bytes that token's cache holds (``memory.kv_bytes_per_token`` in ``kv_dtype``); the
+    query and output, read once per step, are left out. Multi-head attention: 1 FLOP/B in
+    bf16; grouped-query: about the group n_q / n_kv; latent attention (absorbed): every
+    head reads the one latent, 2 · heads · (2 · kv_lora_rank + qk_rope_head_dim) FLOPs over
+    (kv_lora_rank + qk_rope_head_dim) values, about 242 FLOP/B for DeepSeek-V3 in bf16.
+    A sliding window changes how many tokens are read, not this ratio."""
+    return attention_flops_per_key(cfg, mla) / kv_bytes_per_token(cfg, kv_dtype)
+
+
+ROUTINGS = ("uniform", "balanced", "dense")
+
+
+def critical_batch_moe(
+    cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16", routing: str = "uniform",
+    max_batch: int = 1 << 20,
+) -> int | None:  # fmt: skip
+    """Smallest B at which a decode step's weight matmuls turn compute-bound under a
+    mixture of experts (chapter 10), the split roofline's ``critical_batch_split`` with the
+    routed experts each MoE layer reads at batch B set by ``routing``: ``"uniform"``, the
+    expectation of a router picking at random (``memory.expected_experts``); ``"balanced"``,
+    min(E, B·k) (``memory.experts_read``); ``"dense"``, always k: a dense model of the same
+    active size, whose every token uses the same weights. The FLOPs follow the active
+    parameters and the bytes the experts read, so a batch large enough to read every
+    expert needs about total / active times the dense model's B*. None past ``max_batch``."""
+    positive_int(max_batch, "max_batch")
+    one_of(routing, ROUTINGS, "routing")
+    if not cfg.is_moe:
+        raise ValueError(f"{cfg.name}: critical_batch_moe needs a mixture of experts")
+
+    def experts(batch: int) -> float | None:
+        if routing == "uniform":
+            return expected_experts(cfg, batch)
+        return None if routing == "balanced" else float(cfg.experts_per_token)
+
+    def compute_bound(batch: int) -> bool:
+        split = decode_split(cfg, hw, batch, 1, dtype, experts=experts(batch))
+        return split["weights"].bound == "compute"
 
     return _first_batch(compute_bound, max_batch)
 

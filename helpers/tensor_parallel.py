@@ -14,6 +14,12 @@ in 2(T − 1) hops: time = 2(T − 1)/T · bytes / bandwidth + 2(T − 1) · hop
 fixed start-up cost. A decode all-reduce is tiny (one token's hidden vector a sequence), so
 its latency terms, not the link's bandwidth, set its time.
 
+Pipeline parallelism cuts the model the other way, by layers: P chips each hold layers/P
+whole layers and pass a micro-batch's activations on to the next (``pipeline_bubble``,
+``pp_decode``). A token still crosses every layer one after the other, so a stream's TPOT
+does not fall below one chip's; what P chips add is memory, so the batch, and the
+throughput, can grow. Tensor parallelism divides the step itself: it serves latency.
+
 The sharded decoder that runs this split for real is ``helpers.parallel`` (the model room);
 this module is its arithmetic, pure Python like the other formula modules. Embeddings, the
 final norm and the LM head stay whole on every chip (replicated), as ``helpers.parallel``
@@ -31,13 +37,14 @@ from dataclasses import dataclass
 from helpers._validate import non_negative_int, positive_int
 from helpers.hardware import HardwareSpec
 from helpers.latency import prefill_time
-from helpers.memory import dtype_bytes
+from helpers.memory import dtype_bytes, max_concurrent_sequences
 from helpers.models import ModelConfig
 from helpers.roofline import decode_split
 
 __all__ = ["Link", "LINKS", "link", "shard_config", "degrees", "allreduce_bytes",
            "step_allreduce_bytes", "ring_allreduce_seconds", "step_allreduce_seconds",
-           "tp_decode_step", "tp_tpot", "tp_ttft", "best_degree", "fit_ring"]
+           "tp_decode_step", "tp_tpot", "tp_ttft", "best_degree", "fit_ring",
+           "tp_max_sequences", "pipeline_bubble", "pp_decode"]
 
 
 @dataclass(frozen=True)
@@ -161,23 +168,25 @@ def step_allreduce_seconds(
 
 def tp_decode_step(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, ranks: int, batch: int, context: int,
-    dtype: str = "bf16", replicate_kv: bool = False,
+    dtype: str = "bf16", replicate_kv: bool = False, kv_dtype: str | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """One decode step at T-way tensor parallelism, in seconds by part: ``weights`` and
     ``attention`` are one chip's share on the roofline (``decode_split`` of its shard: 1/T
     of the layer weights and of the KV cache, the LM head whole), ``all_reduce`` the step's
-    2 · layers all-reduces of [batch × hidden]. The parts run one after the other."""
-    parts = decode_split(shard_config(cfg, ranks, replicate_kv), hw, batch, context, dtype)
+    2 · layers all-reduces of [batch × hidden]. The parts run one after the other.
+    ``kv_dtype``: the KV cache stored narrower than ``dtype`` (fp8, int8)."""
+    parts = decode_split(shard_config(cfg, ranks, replicate_kv), hw, batch, context, dtype,
+                         kv_dtype=kv_dtype)  # fmt: skip
     return {"weights": parts["weights"].seconds, "attention": parts["attention"].seconds,
             "all_reduce": step_allreduce_seconds(cfg, net, ranks, batch, dtype)}  # fmt: skip
 
 
 def tp_tpot(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, ranks: int, context: int, batch: int = 1,
-    dtype: str = "bf16", replicate_kv: bool = False,
+    dtype: str = "bf16", replicate_kv: bool = False, kv_dtype: str | None = None,
 ) -> float:  # fmt: skip
     """TPOT(T): seconds per output token at T-way tensor parallelism (``tp_decode_step``)."""
-    parts = tp_decode_step(cfg, hw, net, ranks, batch, context, dtype, replicate_kv)
+    parts = tp_decode_step(cfg, hw, net, ranks, batch, context, dtype, replicate_kv, kv_dtype)
     return sum(parts.values())
 
 
@@ -227,3 +236,60 @@ def fit_ring(
                          "measure larger all-reduces")  # fmt: skip
     return Link(name, 1 / slope, max(intercept, 0.0) / hops, 0.0,
                 f"fitted to {len(sizes)} timed all-reduces over {ranks} ranks")
+
+
+def tp_max_sequences(
+    cfg: ModelConfig, hw: HardwareSpec, ranks: int, context: int, dtype: str = "bf16",
+    kv_dtype: str | None = None, replicate_kv: bool = False,
+) -> int:  # fmt: skip
+    """Sequences of ``context`` tokens that T chips hold together (chapter 10): each chip
+    keeps its shard's weights (1/T of the layers' weights, the embeddings and LM head whole)
+    and its KV heads' share of every sequence's cache, so the answer is one chip's
+    ``memory.max_concurrent_sequences`` for its shard, the cache in ``kv_dtype``."""
+    part = shard_config(cfg, ranks, replicate_kv)
+    return max_concurrent_sequences(part, hw.memory_bytes, context, kv_dtype or dtype,
+                                    weight_dtype=dtype)  # fmt: skip
+
+
+def pipeline_bubble(stages: int, micro_batches: int, phase: str = "decode") -> float:
+    """The share of its time a pipeline stage idles (chapter 10). ``"decode"``: in steady
+    state each micro-batch's next token waits for its last one to leave the last stage, so
+    m micro-batches keep m of P stages busy: idle 1 − m/P, none from m = P on. ``"prefill"``:
+    one pass of m micro-batches fills and drains the pipe, P − 1 stage-times of the
+    m + P − 1 it takes are idle on each stage: (P − 1)/(m + P − 1) (GPipe's bubble)."""
+    positive_int(stages, "stages")
+    positive_int(micro_batches, "micro_batches")
+    if phase == "decode":
+        return max(0.0, 1 - micro_batches / stages)
+    if phase == "prefill":
+        return (stages - 1) / (micro_batches + stages - 1)
+    raise ValueError(f"phase must be 'decode' or 'prefill', got {phase!r}")
+
+
+def pp_decode(
+    cfg: ModelConfig, hw: HardwareSpec, net: Link, stages: int, batch: int,
+    micro_batches: int, context: int, dtype: str = "bf16",
+) -> dict[str, float]:  # fmt: skip
+    """Decode at P-stage pipeline parallelism on the roofline, in steady state (chapter 10).
+    The batch is cut into m equal micro-batches (m divides B); a stage runs 1/P of the
+    model's step at the micro-batch (layers, KV cache and LM head taken as evenly spread)
+    and sends its [micro-batch × hidden] activations on (``net``'s base latency plus the
+    bytes over its bandwidth). A micro-batch's token goes round the P stages, and m
+    micro-batches share each stage: TPOT = max(P, m) · stage time. Returns ``stage``,
+    ``tpot`` (seconds), ``throughput`` (tokens/s: B / TPOT) and ``bubble``
+    (``pipeline_bubble``)."""
+    positive_int(batch, "batch")
+    positive_int(micro_batches, "micro_batches")
+    if batch % micro_batches:
+        raise ValueError(f"micro_batches={micro_batches} must divide batch={batch}")
+    positive_int(stages, "stages")
+    if cfg.layers % stages:
+        raise ValueError(f"{cfg.name}: stages={stages} must divide layers={cfg.layers}")
+    micro = batch // micro_batches
+    parts = decode_split(cfg, hw, micro, context, dtype)
+    send = (net.base_latency + allreduce_bytes(cfg, micro, dtype) / net.bandwidth
+            if stages > 1 else 0.0)  # fmt: skip
+    stage = (parts["weights"].seconds + parts["attention"].seconds) / stages + send
+    tpot = max(stages, micro_batches) * stage
+    return {"stage": stage, "tpot": tpot, "throughput": batch / tpot,
+            "bubble": pipeline_bubble(stages, micro_batches)}  # fmt: skip

@@ -126,3 +126,40 @@ def test_the_fake_device_tells_the_mistakes_apart():
     assert wrong[0] < right[0] / 3  # launches only
     again = fake_run(timing.time_blocks, 8)
     assert again == right  # deterministic: a fresh device gives the same numbers
+
+
+# --- FakeGroup: T ranks as threads, an in-place summing all-reduce (chapter 10) --------
+
+
+def test_fake_group_sums_in_place_and_records_what_each_rank_sent():
+    import torch
+
+    from helpers.checks import FakeGroup
+
+    group = FakeGroup(3)
+
+    def rank_fn(rank, all_reduce):
+        t = torch.full((2,), float(rank + 1))
+        assert all_reduce(t) is None
+        return t
+
+    results = group.run(rank_fn)
+    assert all(torch.equal(r, torch.full((2,), 6.0)) for r in results)
+    assert [[s.tolist() for s in sent] for sent in group.sent] == [[[1, 1]], [[2, 2]], [[3, 3]]]
+
+
+def test_fake_group_reports_unequal_calls_and_shapes_instead_of_hanging():
+    import torch
+
+    from helpers.checks import FakeGroup
+
+    def uneven(rank, all_reduce):
+        for _ in range(rank + 1):
+            all_reduce(torch.ones(2))
+
+    with pytest.raises(AssertionError, match="unequal numbers of times"):
+        FakeGroup(2, timeout=5).run(uneven)
+    with pytest.raises(AssertionError, match="different shapes"):
+        FakeGroup(2, timeout=5).run(lambda rank, all_reduce: all_reduce(torch.ones(rank + 1)))
+    with pytest.raises(ZeroDivisionError):
+        FakeGroup(2, timeout=5).run(lambda rank, all_reduce: 1 / rank)
