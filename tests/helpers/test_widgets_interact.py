@@ -21,7 +21,17 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 from helpers import hardware, latency, models, sweep_record
-from helpers.widgets import batching, flops, matmuls, memory, planner, roofline, serving, timing
+from helpers.widgets import (
+    batching,
+    flops,
+    matmuls,
+    memory,
+    parallel,
+    planner,
+    roofline,
+    serving,
+    timing,
+)
 from helpers.widgets import latency as latency_widget
 
 matplotlib.use("Agg")
@@ -81,6 +91,9 @@ EXPLORERS = {
     "ch08 transfer": (serving.show_transfer, {"prompt_tokens": 1024}),
     "ch08 speculative": (serving.show_spec, {"alpha": 0.8}),
     "ch09 planner": (planner.show_planner, {"model": "Qwen2.5-7B", "chip": "H100 SXM"}),
+    "ch10 deployment": (parallel.show_deployment,
+                        {"model": "Llama-3.1-8B", "chip": "H100 SXM", "ranks": 2,
+                         "kv_dtype": "fp8", "batch": 64, "price_per_chip_hour": 2.0}),
 }  # fmt: skip
 
 

@@ -1,0 +1,50 @@
+"""The chapter 10 deployment explorer: controls in, the library's numbers and bars out."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from helpers import cost, hardware, models  # noqa: E402
+from helpers import tensor_parallel as tp  # noqa: E402
+from helpers.widgets.figures import new_figure  # noqa: E402
+from helpers.widgets.parallel import deployment, draw_deployment, show_deployment  # noqa: E402
+
+LLAMA, H100, NVLINK = models.get("Llama-3.1-8B"), hardware.get("H100 SXM"), tp.link("NVLink 4")
+
+
+def test_numbers_come_from_the_library():
+    view = deployment("Llama-3.1-8B", "H100 SXM", 2, "fp8", 64, 3.0)
+    assert view.degrees == tuple(tp.degrees(LLAMA, 8)) == (1, 2, 4, 8)
+    parts = tp.tp_decode_step(LLAMA, H100, NVLINK, 2, 64, 4096, kv_dtype="fp8")
+    assert view.tpot_s[1] == pytest.approx(sum(parts.values()))
+    assert view.allreduce_s[1] == parts["all_reduce"] and view.allreduce_s[0] == 0.0
+    assert view.capacity == tuple(tp.tp_max_sequences(LLAMA, H100, t, 4096, kv_dtype="fp8")
+                                  for t in view.degrees)  # fmt: skip
+    costs = cost.token_costs(LLAMA, H100, NVLINK, 2, 3.0, batch=64, context=4096,
+                             prompt_tokens=2048, kv_dtype="fp8")  # fmt: skip
+    assert (view.input_cost, view.output_cost) == (costs["input"], costs["output"])
+    assert "$3 a chip-hour" in view.summary()
+
+
+def test_a_batch_that_does_not_fit_and_a_degree_that_does_not_divide():
+    short = deployment("Llama-3.1-8B", "H100 SXM", 1, "bf16", 200, 2.0)
+    assert short.output_cost is None and "does not fit (memory holds 130" in short.summary()
+    assert [r[4] for r in short.rows()] == [False, True, True, True]
+    odd = deployment("Qwen2.5-7B", "H100 SXM", 8, "bf16", 8, 2.0)  # 4 KV heads
+    assert 8 not in odd.degrees and "does not divide" in odd.summary()
+
+
+def test_draw_stacks_two_bars_a_degree():
+    view = deployment("Llama-3.1-70B", "H100 SXM", 4, "bf16", 16, 2.0)
+    fig, ax = new_figure()
+    draw_deployment(ax, view)
+    assert len(ax.patches) == 2 * len(view.degrees)
+    assert ax.get_ylabel() == "TPOT (ms)"
+
+
+def test_show_prints_the_table_and_returns_none(capsys):
+    assert show_deployment("Llama-3.1-8B", "H100 SXM", 2, "bf16", 32, 2.0) is None
+    out = capsys.readouterr().out
+    assert "T = 8: TPOT" in out and "all-reduce" in out
