@@ -9,11 +9,6 @@ called; values are compared with the builtin types' own methods, never the answe
 ``FakeDevice`` is a made-up asynchronous device with its own clock, for test cells that grade a
 timing loop deterministically (chapter 4): nothing on it is measured, so the same loop gives
 the same numbers on every machine.
-
-``FakeGroup`` runs one function as T ranks in threads of this process, with an all-reduce
-that sums their tensors in place as ``torch.distributed.all_reduce`` does, and records what
-each rank sent: for test cells that grade a tensor-parallel layer (chapter 10) without
-starting processes.
 """
 
 from __future__ import annotations
@@ -22,8 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_tensor", "FakeDevice",
-           "FakeGroup"]
+__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_tensor", "FakeDevice"]
 
 
 def _name(value: Any) -> str:
@@ -195,82 +189,3 @@ class FakeDevice:
                 if sum(self._cache.values()) > self.cache_bytes:
                     self._cache.clear()  # a tensor larger than the cache does not stay in it
         self.busy_until = max(self.now, self.busy_until) + work
-
-
-class FakeGroup:
-    """T ranks of a process group, as threads (chapter 10). ``run(fn)`` calls
-    ``fn(rank, all_reduce)`` for every rank at once and returns their results in rank
-    order. ``all_reduce(tensor)`` acts as ``torch.distributed.all_reduce`` with the default
-    sum: it waits for every rank's call, then adds their tensors into each in place, and
-    returns None. ``sent[rank]``: a copy of each tensor that rank all-reduced, in order.
-
-    A rank that all-reduces a tensor of another shape than the others', or fewer times,
-    fails with ``AssertionError`` (saying which) instead of hanging; one that raises has its
-    exception re-raised by ``run``."""
-
-    def __init__(self, ranks: int, timeout: float = 20.0) -> None:
-        if type(ranks) is not int or ranks < 1:
-            raise ValueError(f"ranks must be a positive int, got {ranks!r}")
-        self.ranks, self.timeout = ranks, timeout
-        self.sent: list[list[Any]] = [[] for _ in range(ranks)]
-
-    def run(self, fn: Any) -> list[Any]:
-        import threading
-
-        ranks = range(self.ranks)
-        cond = threading.Condition()
-        self.sent = [[] for _ in ranks]
-        ended = [False] * self.ranks  # returned or raised: makes no more calls
-        results: list[Any] = [None] * self.ranks
-        errors: list[BaseException | None] = [None] * self.ranks
-
-        def all_reduce(rank: int, tensor: Any) -> None:
-            with cond:
-                call = len(self.sent[rank])
-                self.sent[rank].append(tensor.detach().clone())
-
-                def settled() -> bool:
-                    return all(len(self.sent[r]) > call or ended[r] for r in ranks)
-
-                cond.notify_all()
-                if not cond.wait_for(settled, self.timeout):
-                    raise AssertionError(f"all_reduce call {call + 1} of rank {rank}: no answer "
-                                         f"from the other ranks in {self.timeout} s")
-                short = [r for r in ranks if len(self.sent[r]) <= call]
-                if short:
-                    counts = [len(calls) for calls in self.sent]
-                    raise AssertionError(f"the ranks called all_reduce unequal numbers of times "
-                                         f"(by rank: {counts})")
-                parts = [self.sent[r][call] for r in ranks]
-            shapes = sorted({tuple(part.shape) for part in parts})
-            if len(shapes) > 1:
-                raise AssertionError(f"all_reduce call {call + 1}: the ranks sent tensors of "
-                                     f"different shapes {shapes}")
-            total = parts[0].clone()
-            for part in parts[1:]:
-                total = total + part
-            tensor.copy_(total)
-
-        def one(rank: int) -> None:
-            try:
-                results[rank] = fn(rank, lambda tensor: all_reduce(rank, tensor))
-            except BaseException as error:  # noqa: BLE001 - re-raised by run
-                errors[rank] = error
-            finally:
-                with cond:
-                    ended[rank] = True
-                    cond.notify_all()
-
-        threads = [threading.Thread(target=one, args=(rank,), daemon=True) for rank in ranks]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        failures = [e for e in errors if e is not None]
-        for error in sorted(failures, key=lambda e: not isinstance(e, AssertionError)):
-            raise error
-        counts = [len(calls) for calls in self.sent]
-        if len(set(counts)) > 1:
-            raise AssertionError(f"the ranks called all_reduce unequal numbers of times "
-                                 f"(by rank: {counts})")
-        return results
