@@ -112,7 +112,9 @@ def draw_deployment(ax, view: Deployment) -> None:
     ax.set_xlabel("chips in the tensor-parallel group, T")
     ax.set_ylabel("TPOT (ms)")
     ax.legend(fontsize=8)
-    ax.set_title(view.summary(), fontsize=8, wrap=True)
+    ax.margins(y=0.1)
+    # a dollar sign would open mathtext
+    ax.set_title(view.summary().replace("$", r"\$"), fontsize=8, wrap=True)
 
 
 def show_deployment(

@@ -48,3 +48,11 @@ def test_show_prints_the_table_and_returns_none(capsys):
     assert show_deployment("Llama-3.1-8B", "H100 SXM", 2, "bf16", 32, 2.0) is None
     out = capsys.readouterr().out
     assert "T = 8: TPOT" in out and "all-reduce" in out
+
+
+def test_the_title_shows_dollars_not_mathtext():
+    view = deployment("Llama-3.1-8B", "H100 SXM", 1, "bf16", 8, 2.5)
+    fig, ax = new_figure()
+    draw_deployment(ax, view)
+    assert r"at \$2.5 a chip-hour" in ax.get_title()
+    fig.canvas.draw()  # an unescaped pair of dollars would render as math, not fail: no error
