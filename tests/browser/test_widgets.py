@@ -249,7 +249,7 @@ def test_needed_cells_follows_names_through_the_cells():
 def test_every_chapter_with_an_explorer_is_tested():
     assert WIDGET_CHAPTERS == chapters() == [
         "01_flops", "02_bytes", "03_roofline", "04_timing", "05_matmuls", "06_ttft_tpot",
-        "07_batching", "08_serving", "09_capstone"]  # fmt: skip
+        "07_batching", "08_serving", "09_capstone", "10_parallel"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
