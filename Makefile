@@ -58,24 +58,26 @@ outputs: env
 
 # Tests whose outcome depends on the size of the cache a benchmark must defeat (marker
 # cache_size): run at a laptop's 8 MiB, a server's 260 MiB and a 1 GiB L3
-# (TEXTBOOK_LLC_BYTES), instead of once at the host's size.
-# --dist loadfile there: chapters 4 and 5 whole (one file) take one worker while the other
-# makes the GPU script's tiny run once and runs the rest (by test, both workers would wait
-# on that run; pytest-xdist 3.8's loadgroup does not group under pytest 9).
+# (TEXTBOOK_LLC_BYTES), instead of once at the host's size. Chapters 4 and 5, which time
+# memory through the cache defeat, run whole there under nbval (the plugin cache_chapters
+# marks their cells), each chapter on its own worker (--dist loadfile), and not again in
+# the last nbval run, which runs the other chapters.
+# kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.
 LLC_SIZES ?= 8MiB 260MiB 1GiB
 CACHE_TESTS := tests/helpers/test_timing.py tests/helpers/test_ceilings.py \
-  tests/helpers/test_bench.py tests/helpers/test_sweep.py tests/helpers/test_gpu_reference.py \
+  tests/helpers/test_bench.py tests/helpers/test_sweep.py \
   tests/grading/test_grading_validate_cache.py
+CACHE_CHAPTERS := solutions/04_timing solutions/05_matmuls
+NBVAL := PYTHONPATH=tests/plugins $(VENV)/bin/pytest -p kernel_retry -p cache_chapters
 
 test: env system-packages lint check-release
 	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 -m "not cache_size" tests
 	@for size in $(LLC_SIZES); do \
 	  echo "== tests marked cache_size at TEXTBOOK_LLC_BYTES=$$size"; \
-	  TEXTBOOK_LLC_BYTES=$$size $(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=5 \
-	    -m cache_size $(CACHE_TESTS) || exit 1; \
+	  TEXTBOOK_LLC_BYTES=$$size $(NBVAL) -n $(JOBS) --dist loadfile --durations=5 \
+	    -m cache_size $(CACHE_TESTS) --nbval $(CACHE_CHAPTERS) || exit 1; \
 	done
-	@# kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.
-	PYTHONPATH=tests/plugins $(VENV)/bin/pytest -p kernel_retry -n $(JOBS) --dist loadfile --nbval solutions
+	$(NBVAL) -n $(JOBS) --dist loadfile -m "not cache_size" --nbval solutions
 
 # The chapters as a static HTML site in build/book/ (MathJax comes from the npm registry).
 book: env

@@ -12,7 +12,7 @@ from validate_support import CACHE_CHAPTERS, check_chapter_validates
 from grading import course
 from grading.release import chapters
 
-# Chapters 4 and 5 run whole at three cache sizes: test_grading_validate_cache.py.
+# Chapters 4 and 5 at three cache sizes: test_grading_validate_cache.py.
 CHAPTERS = [chapter for chapter in chapters() if chapter not in CACHE_CHAPTERS]
 
 

@@ -1,6 +1,7 @@
-"""Chapters 4 and 5 under plain nbgrader, their solutions run whole: their tests check what
-the chapter measured (cache defeat, ceilings), so they must hold at any cache size.
-``make test`` runs this file at TEXTBOOK_LLC_BYTES of 8 MiB, 260 MiB and 1 GiB."""
+"""Chapters 4 and 5 under plain nbgrader, cut to their graded cells like the others
+(validate_support.py): their tests call the cache defeat, whose plan follows the cache size
+in force, so ``make test`` runs this file at TEXTBOOK_LLC_BYTES of 8 MiB, 260 MiB and 1 GiB.
+The chapters run whole at each size under nbval (tests/plugins/cache_chapters.py)."""
 
 from __future__ import annotations
 
@@ -11,5 +12,5 @@ pytestmark = pytest.mark.cache_size
 
 
 @pytest.mark.parametrize("chapter", CACHE_CHAPTERS)
-def test_measuring_chapter_validates_whole_and_release_fails_every_test(chapter, tmp_path):
-    check_chapter_validates(chapter, tmp_path, whole_source=True)
+def test_measuring_chapter_validates_and_release_fails_every_test(chapter, tmp_path):
+    check_chapter_validates(chapter, tmp_path)

@@ -1,14 +1,14 @@
 """Plain ``nbgrader validate`` on the chapters, each run for one purpose.
 
 A chapter runs top to bottom once in ``make test``: under nbval, which checks that every
-cell runs and its stored outputs reproduce. What ``nbgrader validate`` adds is its own
-verdict on the graded cells, and a test cell depends only on the setup cell and its own
-answer cell (CONTRIBUTING.md; the grader, which runs each question alone, holds every
-chapter to it in test_grading_chapters.py). So the solutions and the release are validated
-cut to their nbgrader cells, outputs cleared: the same verdict, without executing the
-chapter's measurements a second and a third time. Chapters 4 and 5 are the exception
-(test_grading_validate_cache.py): their tests depend on what the chapter measured, so their
-solutions are validated whole, at each cache size ``make test`` sets."""
+cell runs and its stored outputs reproduce (chapters 4 and 5, which time memory, once at each
+cache size ``make test`` sets: tests/plugins/cache_chapters.py). What ``nbgrader validate``
+adds is its own verdict on the graded cells, and a test cell depends only on the setup cell
+and its own answer cell (CONTRIBUTING.md; the grader, which runs each question alone, holds
+every chapter to it in test_grading_chapters.py). So the solutions and the release are
+validated cut to their nbgrader cells, outputs cleared: the same verdict, without executing
+the chapter's measurements a second and a third time. Chapters 4 and 5 are validated so at
+each cache size (test_grading_validate_cache.py): their tests call the cache defeat."""
 
 from __future__ import annotations
 
@@ -42,13 +42,13 @@ def validate_cut(path: Path, folder: Path, invert: bool = False) -> str:
     return nbgrader_validate(cut, invert=invert).stdout
 
 
-def check_chapter_validates(chapter: str, folder: Path, whole_source: bool = False) -> None:
-    """The chapter's solutions pass every test under plain nbgrader, its release none; the
-    solutions run whole when ``whole_source``, else cut to their graded cells."""
+def check_chapter_validates(chapter: str, folder: Path) -> None:
+    """The chapter's solutions pass every test under plain nbgrader, its release none, each
+    cut to its graded cells."""
     source = course.source_notebook(chapter, SOURCE)
     release = course.source_notebook(chapter, RELEASE)
     assert release.is_file(), "run `make release`"
-    out = nbgrader_validate(source).stdout if whole_source else validate_cut(source, folder)
+    out = validate_cut(source, folder)
     assert PASSES in out, out
     (folder / "release").mkdir()
     out = validate_cut(release, folder / "release", invert=True)

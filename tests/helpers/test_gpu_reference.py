@@ -34,7 +34,9 @@ EXECUTED = "04_timing"
 def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny CPU run of the whole script, into a temporary folder (never helpers/data),
     made once per pytest run: under xdist the workers share the folder above their own, and
-    the first to take the lock makes the run for all."""
+    the first to take the lock makes the run for all. It defeats an 8 MiB cache whatever the
+    host's: the measuring code it calls (ceilings, the sweep, chapter 4) runs at each of
+    ``make test``'s cache sizes in their own tests, so this run checks the script once."""
     root = tmp_path_factory.getbasetemp().parent / "gpu_editions"
     out, pack = root / "cpu_run", root / "edition.tar.gz"
     with FileLock(f"{root}.lock"):
@@ -45,7 +47,7 @@ def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--no-isolation", "--notebooks", EXECUTED, "--out", str(out), "--pack",
                  str(pack)],
                 capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
-                env={**os.environ, machine.LLC_ENV: os.environ.get(machine.LLC_ENV, "8MiB")},
+                env={**os.environ, machine.LLC_ENV: "8MiB"},
             )  # fmt: skip
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
             (root / "done").touch()
@@ -58,7 +60,6 @@ def _stamp_is_this_run(found: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_every_chapter_file_is_written_and_stamped(edition: Path):
     for chapter in gpu_edition.CHAPTERS:
         data = json.loads((edition / f"{chapter}.json").read_text())
@@ -70,7 +71,6 @@ def test_every_chapter_file_is_written_and_stamped(edition: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_each_step_measured_what_its_chapter_shows(edition: Path):
     timing_data = json.loads((edition / "04_timing.json").read_text())
     assert set(timing_data["ceilings"]["matmul_flops"]) == {"fp32", "bf16"}  # no fp16 on a CPU
@@ -90,7 +90,6 @@ def test_each_step_measured_what_its_chapter_shows(edition: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_the_manifest_records_every_step(edition: Path):
     manifest = json.loads((edition / "manifest.json").read_text())
     _stamp_is_this_run(manifest["stamp"])
@@ -106,7 +105,6 @@ def test_the_manifest_records_every_step(edition: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_the_executed_notebook_ran_on_this_device(edition: Path):
     nb = nbformat.read(edition / gpu_edition.NOTEBOOKS / f"{EXECUTED}.ipynb", as_version=4)
     _stamp_is_this_run(nb.metadata["gpu_edition"])
@@ -118,7 +116,6 @@ def test_the_executed_notebook_ran_on_this_device(edition: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_the_pack_holds_the_edition(edition: Path):
     with tarfile.open(edition.parent / "edition.tar.gz") as tar:
         names = set(tar.getnames())
@@ -140,7 +137,6 @@ def shell():
 
 
 @pytest.mark.slow
-@pytest.mark.cache_size  # the run defeats the cache at the size in force
 def test_show_edition_prints_the_figures_and_displays_the_png(edition: Path, shell):
     for chapter in gpu_edition.CHAPTERS:
         found = gpu_edition.editions(chapter, root=edition.parent)
