@@ -13,10 +13,27 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from helpers._validate import positive_int
 from helpers.memory import kv_blocks
 from helpers.models import ModelConfig
 
 __all__ = ["KVCache", "PagedKVCache"]
+
+
+def _layer_buffers_shape(
+    keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor], cache: str, buffer: str,
+    layout: str,
+) -> tuple[int, ...]:
+    """The one 4-d shape of a cache's per-layer key and value ``buffer``s (as many keys as
+    values, at least one), else ValueError naming ``cache`` and the expected ``layout``."""
+    if len(keys) != len(values) or not keys:
+        raise ValueError(f"{cache} needs the same number (≥ 1) of key and value {buffer}s, "
+                         f"got {len(keys)} and {len(values)}")  # fmt: skip
+    shape = tuple(keys[0].shape)
+    if len(shape) != 4 or any(tuple(t.shape) != shape for t in (*keys, *values)):
+        raise ValueError(f"every key and value {buffer} must have the same shape {layout}, "
+                         f"got {[tuple(t.shape) for t in keys]}")  # fmt: skip
+    return shape
 
 
 class KVCache:
@@ -40,17 +57,8 @@ class KVCache:
         tokens: int = 0,
         pad: torch.Tensor | None = None,
     ) -> None:
-        if len(keys) != len(values) or not keys:
-            raise ValueError(
-                f"a KVCache needs the same number (≥ 1) of key and value buffers, "
-                f"got {len(keys)} and {len(values)}"
-            )
-        shape = tuple(keys[0].shape)
-        if len(shape) != 4 or any(tuple(t.shape) != shape for t in (*keys, *values)):
-            raise ValueError(
-                "every key and value buffer must have the same shape "
-                f"[batch, n_kv_heads, capacity, head_dim], got {[tuple(t.shape) for t in keys]}"
-            )
+        shape = _layer_buffers_shape(keys, values, "a KVCache", "buffer",
+                                     "[batch, n_kv_heads, capacity, head_dim]")
         if not 0 <= tokens <= shape[2]:
             raise ValueError(f"tokens={tokens} is outside the cache's capacity {shape[2]}")
         self.keys, self.values, self.tokens, self.pad = list(keys), list(values), tokens, pad
@@ -66,10 +74,8 @@ class KVCache:
     ) -> KVCache:
         """An empty cache for ``batch`` sequences of up to ``capacity`` tokens each."""
         cfg.require_dense("helpers.decoder's KV cache")
-        for value, name in ((batch, "batch"), (capacity, "capacity")):
-            if type(value) is not int or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        shape = (batch, cfg.n_kv_heads, capacity, cfg.head_dim)
+        shape = (positive_int(batch, "batch"), cfg.n_kv_heads, positive_int(capacity, "capacity"),
+                 cfg.head_dim)
         keys = [torch.empty(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
         values = [torch.empty(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
         return cls(keys, values)
@@ -147,18 +153,8 @@ class PagedKVCache:
     """
 
     def __init__(self, keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
-        if len(keys) != len(values) or not keys:
-            raise ValueError(
-                f"a PagedKVCache needs the same number (≥ 1) of key and value pools, "
-                f"got {len(keys)} and {len(values)}"
-            )
-        shape = tuple(keys[0].shape)
-        if len(shape) != 4 or any(tuple(t.shape) != shape for t in (*keys, *values)):
-            raise ValueError(
-                "every key and value pool must have the same shape "
-                f"[num_blocks, block_size, n_kv_heads, head_dim], got "
-                f"{[tuple(t.shape) for t in keys]}"
-            )
+        _layer_buffers_shape(keys, values, "a PagedKVCache", "pool",
+                             "[num_blocks, block_size, n_kv_heads, head_dim]")
         if any(not t.is_contiguous() for t in (*keys, *values)):
             raise ValueError("key and value pools must be contiguous (writes go through a view)")
         self.keys, self.values = list(keys), list(values)
@@ -174,10 +170,8 @@ class PagedKVCache:
     ) -> PagedKVCache:
         """A zeroed pool of ``num_blocks`` blocks of ``block_size`` tokens for every layer."""
         cfg.require_dense("helpers.decoder's paged KV cache")
-        for value, name in ((num_blocks, "num_blocks"), (block_size, "block_size")):
-            if type(value) is not int or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        shape = (num_blocks, block_size, cfg.n_kv_heads, cfg.head_dim)
+        shape = (positive_int(num_blocks, "num_blocks"), positive_int(block_size, "block_size"),
+                 cfg.n_kv_heads, cfg.head_dim)
         keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
         values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.layers)]
         return cls(keys, values)

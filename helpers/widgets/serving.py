@@ -113,16 +113,10 @@ class PrefixView:
                 f"{'TTFT p99 ms':<14}{p0 * 1e3:>10.1f}{p1 * 1e3:>10.1f}")  # fmt: skip
 
 
-def prefix_view(
-    shared_fraction: float = 0.5,
-    shared_prefix: int = 2048,
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    rate: float = 8.0,
-    n: int = 300,
-) -> PrefixView:
-    """``serving.prefix_cache_study``'s hit rate and TTFTs, with the inputs that name them."""
-    study = serving.prefix_cache_study(shared_fraction, shared_prefix, model, chip, rate, n)
+def prefix_view(shared_fraction: float, shared_prefix: int, **workload) -> PrefixView:
+    """``serving.prefix_cache_study``'s hit rate and TTFTs, with the inputs that name them;
+    ``workload`` (model, chip, rate, n) goes to the study, whose defaults it keeps."""
+    study = serving.prefix_cache_study(shared_fraction, shared_prefix, **workload)
     return PrefixView(study["hit_rate"], study["ttft_mean"], study["ttft_p99"],
                       shared_fraction, shared_prefix)  # fmt: skip
 

@@ -33,9 +33,9 @@ def test_stall_view_bad_budget_is_reported_by_the_callback(capsys):
 
 
 def test_prefix_view_no_sharing_no_gain_full_sharing_gains():
-    none = widget.prefix_view(shared_fraction=0.0, n=60)
+    none = widget.prefix_view(shared_fraction=0.0, shared_prefix=2048, n=60)
     assert none.hit_rate == 0 and none.ttft_mean[0] == pytest.approx(none.ttft_mean[1])
-    full = widget.prefix_view(shared_fraction=1.0, n=60)
+    full = widget.prefix_view(shared_fraction=1.0, shared_prefix=2048, n=60)
     assert full.hit_rate > 0.5 and full.ttft_mean[1] < full.ttft_mean[0]
     assert "served from the cache" in full.table()
 
@@ -109,7 +109,7 @@ def test_every_callback_prints_its_table_and_returns_nothing(capsys):
     for show, kwargs, view in (
         (widget.show_stall, {"decodes": 4, "prompt_tokens": 1024},
          widget.stall_view(decodes=4, prompt_tokens=1024)),
-        (widget.show_prefix, {}, widget.prefix_view()),
+        (widget.show_prefix, {}, widget.prefix_view(0.5, 2048)),
         (widget.show_transfer, {}, widget.transfer_view()),
         (widget.show_spec, {}, widget.spec_view()),
     ):  # fmt: skip
