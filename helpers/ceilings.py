@@ -93,7 +93,7 @@ class Ceilings:
 
     def as_hardware_spec(self) -> HardwareSpec:
         """The measured ceilings as a ``HardwareSpec``, so chapter 3's roofline functions
-        (``roofline.roofline_time``, ``roofline.attainable_flops``) apply to them."""
+        (``roofline.roofline_time``, ``roofline.roof``) apply to them."""
         from helpers.hardware import HardwareSpec
 
         return HardwareSpec(
