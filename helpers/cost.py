@@ -19,6 +19,7 @@ from __future__ import annotations
 from helpers._validate import positive_int
 from helpers.hardware import HardwareSpec
 from helpers.models import ModelConfig
+from helpers.roofline import first_batch
 from helpers.tensor_parallel import Link, degrees, tp_max_sequences, tp_tpot, tp_ttft
 
 __all__ = ["dollars_per_million", "token_costs", "cheapest_degree"]
@@ -85,15 +86,10 @@ def cheapest_degree(
 
         if cap < 1 or tpot(1) > tpot_slo:
             continue
-        low, high = 1, cap  # tpot(low) meets the SLO: find the last batch that does
-        while low < high:
-            middle = (low + high + 1) // 2
-            if tpot(middle) <= tpot_slo:
-                low = middle
-            else:
-                high = middle - 1
-        step = tpot(low)
-        price = dollars_per_million(price_per_chip_hour, ranks, low / step)
+        over = first_batch(lambda batch: tpot(batch) > tpot_slo, cap)  # TPOT grows with B
+        largest = cap if over is None else over - 1
+        step = tpot(largest)
+        price = dollars_per_million(price_per_chip_hour, ranks, largest / step)
         if best is None or price < best["dollars_per_million"]:
-            best = {"ranks": ranks, "batch": low, "tpot": step, "dollars_per_million": price}
+            best = {"ranks": ranks, "batch": largest, "tpot": step, "dollars_per_million": price}
     return best

@@ -58,6 +58,7 @@ __all__ = [
     "critical_batch_split",
     "decode_attention_intensity",
     "critical_batch_moe",
+    "first_batch",
     "decode_split_weight_only",
     "critical_batch_weight_only",
 ]
@@ -228,15 +229,16 @@ def decode_aggregate(
     return roofline_time(step_flops.total, sum(step_bytes.values()), hw, dtype)
 
 
-def _first_batch(compute_bound, max_batch: int) -> int | None:
-    """The smallest B in 1 … max_batch for which ``compute_bound(B)`` holds, or None.
-    Intensity grows with B, so the answers run False then True: bisect for the switch."""
-    if not compute_bound(max_batch):
+def first_batch(holds, max_batch: int) -> int | None:
+    """The smallest B in 1 … max_batch for which ``holds(B)`` is true, or None, for a
+    ``holds`` that, once true, stays true as B grows (a step turning compute-bound, a TPOT
+    past its SLO): bisect for the switch."""
+    if not holds(max_batch):
         return None
     low, high = 1, max_batch
     while low < high:
         middle = (low + high) // 2
-        if compute_bound(middle):
+        if holds(middle):
             high = middle
         else:
             low = middle + 1
@@ -273,7 +275,7 @@ def critical_batch_split(
     def compute_bound(batch: int) -> bool:  # the weights' part does not depend on context
         return decode_split(cfg, hw, batch, 1, dtype)["weights"].bound == "compute"
 
-    return _first_batch(compute_bound, max_batch)
+    return first_batch(compute_bound, max_batch)
 
 
 def decode_attention_intensity(
@@ -319,7 +321,7 @@ def critical_batch_moe(
         split = decode_split(cfg, hw, batch, 1, dtype, experts=experts(batch))
         return split["weights"].bound == "compute"
 
-    return _first_batch(compute_bound, max_batch)
+    return first_batch(compute_bound, max_batch)
 
 
 def predicted_time(
@@ -375,4 +377,4 @@ def critical_batch_weight_only(
         split = decode_split_weight_only(cfg, hw, batch, 1, weight_dtype, activation_dtype)
         return split["weights"].bound == "compute"
 
-    return _first_batch(compute_bound, max_batch)
+    return first_batch(compute_bound, max_batch)

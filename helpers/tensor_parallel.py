@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers._validate import non_negative_int, positive_int
+from helpers._validate import non_negative_int, one_of, positive_int
 from helpers.hardware import HardwareSpec
 from helpers.latency import prefill_time
 from helpers.memory import dtype_bytes, max_concurrent_sequences
@@ -259,11 +259,9 @@ def pipeline_bubble(stages: int, micro_batches: int, phase: str = "decode") -> f
     m + P − 1 it takes are idle on each stage: (P − 1)/(m + P − 1) (GPipe's bubble)."""
     positive_int(stages, "stages")
     positive_int(micro_batches, "micro_batches")
-    if phase == "decode":
+    if one_of(phase, ("decode", "prefill"), "phase") == "decode":
         return max(0.0, 1 - micro_batches / stages)
-    if phase == "prefill":
-        return (stages - 1) / (micro_batches + stages - 1)
-    raise ValueError(f"phase must be 'decode' or 'prefill', got {phase!r}")
+    return (stages - 1) / (micro_batches + stages - 1)
 
 
 def pp_decode(
