@@ -54,7 +54,7 @@ def format_table(points: Sequence[SweepPoint]) -> str:
             f"{p.iqr_s * 1e3:8.4f} {p.achieved_flops / 1e9:8.1f} "
             f"{p.achieved_bandwidth / 1e9:7.2f} {p.intensity:7.1f} "
             f"{p.predicted_s * 1e3:9.4f} {p.prediction_error:+6.0%} {p.bound:7} {p.kernel:7} "
-            f"{p.cache_defeat}{f' x{p.copies}' if p.cache_defeat == 'rotate' else ''}"
+            f"{p.cache_defeat} x{p.copies}"  # rotated among, or flushed in rounds of, copies
         )
     return "\n".join(rows)
 

@@ -25,7 +25,6 @@ weight (packing) happens once, outside the timing, as it would at load time.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -183,16 +182,22 @@ def _interleaved_medians(
     flush: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Each candidate's median of ``calls`` synchronized calls, after one warm-up call of
-    each; the calls are taken in rounds (one of each kernel per round), each after a cache
-    flush when ``flush`` is given, as the winner will be timed."""
-    inputs = {kernel.name: itertools.cycle(sets) for kernel, sets in candidates}
-    for kernel, _ in candidates:
-        timing.call_seconds(kernel.run, next(inputs[kernel.name]), device)
+    each; the calls are taken in rounds (one of each kernel per round). With ``flush``, every
+    call is cold, as the winner will be timed: the calls walk the input sets' positions in
+    turn, whichever kernel makes them, and the cache is flushed each time the walk starts
+    over, so no two calls between flushes share an input (the kernels' sets hold the same
+    activations at a position, ``sweep.measure_point``)."""
+    rounds = min(len(sets) for _, sets in candidates)
+    for kernel, sets in candidates:  # warm up on the position the walk reaches last
+        timing.call_seconds(kernel.run, sets[rounds - 1], device)
     seconds: dict[str, list[float]] = {kernel.name: [] for kernel, _ in candidates}
+    position = 0
     for _ in range(calls):
-        for kernel, _ in candidates:
+        for kernel, sets in candidates:
+            cold = flush if position % rounds == 0 else None
             seconds[kernel.name].append(
-                timing.call_seconds(kernel.run, next(inputs[kernel.name]), device, flush))
+                timing.call_seconds(kernel.run, sets[position % rounds], device, cold))
+            position += 1
     return {name: statistics.median(times) for name, times in seconds.items()}
 
 

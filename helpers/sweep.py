@@ -14,8 +14,9 @@ others.
 
 Cache. Each point is timed reading its weight from memory (``timing.plan_cache_defeat``):
 rotating among at most ``timing.MAX_COPIES`` weight copies that together exceed twice the
-last-level cache, or, for a weight too small for that, one copy with the cache flushed before
-each timed call. Each point records which (``cache_defeat``: "rotate" or "flush").
+last-level cache, or, for a weight too small for that, a round of a few copies (at most half
+the cache) with the cache flushed before each round. Each point records which
+(``cache_defeat``: "rotate" or "flush") and how many copies.
 
 Sizes. At each m, each shape's weight is divided by the square of a power of two, its
 ``scale``: k and n each by ``scale``, but k no lower than ``MIN_SCALED_K`` (``scaled``), and
@@ -137,7 +138,7 @@ class SweepPoint:
     quote."""
     cache_defeat: str = "rotate"
     """How the weight was kept out of the cache: "rotate" (``copies`` weight copies) or
-    "flush" (one copy, the cache streamed out before every timed call)."""
+    "flush" (a round of ``copies`` copies, the cache streamed out before every round)."""
     copies: int = 1
 
 

@@ -9,8 +9,9 @@ One way to time device work on CPU, CUDA and MPS, with every pitfall of chapter 
 - inputs are random, never zeros (zeros can run faster);
 - a memory-bound kernel is timed reading memory, not cache (``plan_cache_defeat``): inputs
   rotate among a bounded number of copies whose total exceeds the last-level cache, or, where
-  that many copies would be too many, the cache is flushed before each timed call by streaming
-  a buffer twice its size (``flush_buffer``); on CUDA the L2 is flushed before every call;
+  that many copies would be too many, the cache is flushed by streaming a buffer twice its
+  size (``flush_buffer``) before each round of a few distinct copies (every call of a round
+  reads inputs nothing has touched since the flush); on CUDA the L2 is flushed the same way;
 - the result is the median with its spread (IQR, min, max), never a single run.
 
 The arithmetic (median and spread, achieved FLOP/s and B/s, how many copies defeat a cache)
@@ -39,6 +40,7 @@ __all__ = [
     "achieved_bandwidth",
     "COPIES_FACTOR",
     "FLUSH_FACTOR",
+    "ROUND_FACTOR",
     "MAX_COPIES",
     "CacheDefeat",
     "copies_to_exceed_cache",
@@ -78,6 +80,14 @@ this count the cache is flushed instead (``plan_cache_defeat``)."""
 
 FLUSH_FACTOR = 2.0
 """A flush streams a buffer at least this many times the last-level cache."""
+
+ROUND_FACTOR = 0.5
+"""Where the cache is flushed, the copies of a round (timed one after another after each
+flush) total at most this share of the cache, and at most ``MAX_COPIES``: each call of the
+round still reads inputs that no call has touched since the flush, so every call is cold,
+and one flush serves the whole round. A flush reads twice the cache (tens of milliseconds
+against a 1 GiB cache), which would otherwise cost more than the calls it precedes; half
+the cache bounds the extra memory and set-up by what the flush itself streams."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +166,9 @@ class CacheDefeat:
     """How a timing keeps the last-level cache from serving its inputs (chapter 4).
 
     ``method`` is ``"rotate"`` (cycle through ``copies`` distinct input sets totalling at
-    least ``COPIES_FACTOR`` × the cache) or ``"flush"`` (one input set; before every timed
-    call, stream a buffer of ``flush_bytes``)."""
+    least ``COPIES_FACTOR`` × the cache) or ``"flush"`` (``copies`` distinct input sets,
+    at least one, totalling at most ``ROUND_FACTOR`` × the cache; a buffer of
+    ``flush_bytes`` is streamed before each round of ``copies`` calls, one per set)."""
 
     method: str
     copies: int
@@ -173,15 +184,19 @@ def plan_cache_defeat(
 ) -> CacheDefeat:
     """Rotate when ``copies_to_exceed_cache`` copies number at most ``max_copies`` and (if
     given) total at most ``max_bytes``; otherwise flush with a buffer of ``FLUSH_FACTOR`` ×
-    the cache. A rotation keeps calls back to back (cheap to time, nothing extra runs); a
-    flush costs a stream of twice the cache per timed call but bounds the memory and the
-    set-up time whatever the cache's size."""
+    the cache, before each round of as many copies as fit in ``ROUND_FACTOR`` × the cache
+    (and ``max_copies``, ``max_bytes``), at least one. A rotation keeps calls back to back
+    (cheap to time, nothing extra runs); a flush costs a stream of twice the cache per round
+    but bounds the memory and the set-up time whatever the cache's size."""
     if max_copies < 1:
         raise ValueError(f"max_copies must be at least 1, got {max_copies}")
     copies = copies_to_exceed_cache(bytes_per_copy, cache_bytes, factor)
     if copies <= max_copies and (max_bytes is None or copies * bytes_per_copy <= max_bytes):
         return CacheDefeat("rotate", copies)
-    return CacheDefeat("flush", 1, math.ceil(FLUSH_FACTOR * cache_bytes))
+    budget = ROUND_FACTOR * cache_bytes if max_bytes is None else min(
+        max_bytes, ROUND_FACTOR * cache_bytes)
+    round_copies = max(1, min(max_copies, int(budget // bytes_per_copy)))
+    return CacheDefeat("flush", round_copies, math.ceil(FLUSH_FACTOR * cache_bytes))
 
 
 _FLUSH_BUFFERS: dict[str, torch.Tensor] = {}
@@ -293,8 +308,8 @@ def cache_defeat_inputs(
 ) -> tuple[list[tuple[torch.Tensor, ...]], torch.Tensor | None, CacheDefeat]:
     """Input sets and flush buffer for ``time_callable(fn, sets, device, flush=flush)``, by
     ``plan_cache_defeat``: rotating among copies from ``make_inputs`` when at most
-    ``max_copies`` exceed the cache, else one set with the cache flushed before every timed
-    call. Returns (sets, flush buffer or None, the plan), so memory and set-up time stay
+    ``max_copies`` exceed the cache, else a round of a few sets with the cache flushed before
+    each round. Returns (sets, flush buffer or None, the plan), so memory and set-up time stay
     bounded whatever the cache's size (chapters 4, 6)."""
     first = make_inputs()
     bytes_per_set = sum(t.numel() * t.element_size() for t in first)
@@ -382,13 +397,15 @@ def time_callable(
     points take minutes), and ``Timer.timeit`` runs two untimed calls before every block (for
     a slow call, three calls per sample).
     ``flush`` (a ``flush_buffer``, for inputs too small to rotate past the cache,
-    ``plan_cache_defeat``): every call is timed on its own after the buffer is streamed
-    (untimed), at least ``MIN_SAMPLES`` calls, then more until IQR/median < ``threshold``
-    with ``min_run_time`` of timed calls, or until ``max_run_time`` has passed counting the
-    flushes.
+    ``plan_cache_defeat``): every call is timed on its own, and the buffer is streamed
+    (untimed) before each round of ``len(input_sets)`` calls, so each call of a round finds
+    its inputs untouched since the flush (the sets must be distinct memory); at least
+    ``MIN_SAMPLES`` calls, then more until IQR/median < ``threshold`` with ``min_run_time``
+    of timed calls, or until ``max_run_time`` has passed counting the flushes.
     CUDA: per-call CUDA events, with the L2 flushed by a buffer twice its size (or ``flush``)
-    before each call (events bracket the call only, so the flush is not timed) unless
-    ``flush_l2`` is False: chapter 4 turns it off to show what a cache does to a timing.
+    before each round of ``len(input_sets)`` calls (events bracket the call only, so the
+    flush is not timed) unless ``flush_l2`` is False: chapter 4 turns it off to show what a
+    cache does to a timing.
     """
     import torch
 
@@ -404,11 +421,12 @@ def time_callable(
         if flush is None and flush_l2:
             cache = machine.last_level_cache_bytes(device)
             flush = flush_buffer(device, math.ceil(FLUSH_FACTOR * cache))
-        samples = _cuda_event_samples(fn, inputs, min_run_time, max_run_time, flush)
+        samples = _cuda_event_samples(fn, inputs, len(input_sets), min_run_time, max_run_time,
+                                      flush)  # fmt: skip
         return Timing.from_samples(samples, device=device, threads=threads)
     if flush is not None:
-        samples = _flushed_samples(fn, inputs, device, flush, min_run_time, max_run_time,
-                                   threshold)  # fmt: skip
+        samples = _flushed_samples(fn, inputs, len(input_sets), device, flush, min_run_time,
+                                   max_run_time, threshold)  # fmt: skip
         return Timing.from_samples(samples, device=device, threads=threads)
 
     def synchronized_clock() -> float:
@@ -445,17 +463,20 @@ def time_callable(
 def _flushed_samples(
     fn: Callable[..., Any],
     inputs: itertools.cycle,
+    round_size: int,
     device: str,
     flush: torch.Tensor,
     min_run_time: float,
     max_run_time: float,
     threshold: float,
 ) -> list[float]:
-    """Per-call seconds on a CPU or MPS, the cache flushed (untimed) before every call."""
+    """Per-call seconds on a CPU or MPS, the cache flushed (untimed) before every round of
+    ``round_size`` calls, one per input set."""
     samples: list[float] = []
     start = time.perf_counter()
     while True:
-        samples.append(call_seconds(fn, next(inputs), device, flush))
+        first_of_round = len(samples) % round_size == 0
+        samples.append(call_seconds(fn, next(inputs), device, flush if first_of_round else None))
         if len(samples) < MIN_SAMPLES:
             continue
         if time.perf_counter() - start >= max_run_time:
@@ -469,17 +490,19 @@ def _flushed_samples(
 def _cuda_event_samples(
     fn: Callable[..., Any],
     inputs: itertools.cycle,
+    round_size: int,
     min_run_time: float,
     max_run_time: float,
     flush: torch.Tensor | None,
     min_samples: int = 10,
 ) -> list[float]:
-    """Per-call seconds from CUDA events, L2 flushed (not timed) before every call."""
+    """Per-call seconds from CUDA events, L2 flushed (not timed) before every round of
+    ``round_size`` calls, one per input set."""
     import torch
 
     samples: list[float] = []
     while len(samples) < min_samples or sum(samples) < min_run_time:
-        if flush is not None:
+        if flush is not None and len(samples) % round_size == 0:
             flush_cache(flush)  # writes every line of a buffer twice the L2: evicts the inputs
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import kernels
+from helpers import kernels, timing
 
 TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 3e-3}  # mantissa bits: 23, 8, 10
 
@@ -136,3 +136,43 @@ def test_race_interleaves_its_rounds_and_ranks_on_the_median():
     assert order == ["stalled once", "always slower"] * (1 + kernels.RANK_CALLS)
     with pytest.raises(ValueError, match="calls must be at least 1"):
         kernels.fastest(candidates, "cpu", calls=0)
+
+
+def test_a_flushed_race_never_reuses_an_input_between_flushes(monkeypatch):
+    """Two kernels, three input positions: the calls walk the positions in turn, whichever
+    kernel runs, and the cache is flushed each time the walk starts over, so every timed call
+    reads an input (the activation is shared by both kernels at a position) that nothing has
+    read since the last flush."""
+    xs = [torch.randn(4, 8) for _ in range(3)]
+    weight = torch.randn(8, 8)
+    events = []
+
+    def recorded(name):
+        def run(x, w):
+            events.append((name, next(i for i, known in enumerate(xs) if known is x)))
+            return kernels.EAGER.run(x, w)
+
+        return kernels.LinearKernel(name, "", kernels.EAGER.prepare, run)
+
+    buffer = torch.randn(1024)
+    real_flush = timing.flush_cache
+
+    def recorded_flush(b):  # the real flush, noted
+        events.append(("flush", b is buffer))
+        real_flush(b)
+
+    monkeypatch.setattr(timing, "flush_cache", recorded_flush)
+    first, second = recorded("first"), recorded("second")
+    sets = [(x, weight) for x in xs]
+    kernels.fastest([(first, sets), (second, sets)], "cpu", calls=3, flush=buffer)
+    warm_ups, timed = events[:2], events[2:]
+    assert warm_ups == [("first", 2), ("second", 2)]  # the position the walk reaches last
+    assert timed == [("flush", True), ("first", 0), ("second", 1), ("first", 2),
+                     ("flush", True), ("second", 0), ("first", 1), ("second", 2)]
+    between = [[]]
+    for event in timed:
+        if event[0] == "flush":
+            between.append([])
+        else:
+            between[-1].append(event[1])
+    assert all(len(set(round_)) == len(round_) for round_ in between)

@@ -94,8 +94,10 @@ def test_cache_defeat_holds_for_the_cache_in_force():
         assert sum(s[0].numel() * s[0].element_size() for s in sets) >= 2 * llc
         if copies > 1:
             assert not torch.equal(sets[0][0], sets[-1][0])  # different values, not one copy
-    else:
-        assert (plan.method, plan.copies, len(sets)) == ("flush", 1, 1)
+    else:  # a round of distinct copies in at most half the cache, one flush before each
+        round_copies = max(1, min(timing.MAX_COPIES, llc // 2 // per_set))
+        assert (plan.method, plan.copies, len(sets)) == ("flush", round_copies, round_copies)
+        assert len({s[0].data_ptr() for s in sets}) == round_copies
         assert flush.numel() * flush.element_size() >= 2 * llc
         with pytest.raises(ValueError, match="max_copies=32.*cache_defeat_inputs"):
             timing.rotating_inputs(make, llc)
@@ -129,7 +131,9 @@ def test_cache_defeat_inputs_rotate_large_inputs_and_flush_small_ones():
     assert len(sets) == 8 and len({s[0].data_ptr() for s in sets}) == 8
     assert not torch.equal(sets[0][0], sets[-1][0])
     sets, flush, plan = timing.cache_defeat_inputs(make, 64 * 2**20, "cpu")  # 128 copies
-    assert (plan.method, plan.copies, len(sets)) == ("flush", 1, 1)
+    # too many to rotate: rounds of 32 distinct copies (32 MiB, half the cache) between flushes
+    assert (plan.method, plan.copies, len(sets)) == ("flush", 32, 32)
+    assert len({s[0].data_ptr() for s in sets}) == 32
     assert flush.numel() * flush.element_size() >= 2 * 64 * 2**20
     t = timing.time_callable(torch.sum, sets, "cpu", warmup=1, min_run_time=0.01,
                              max_run_time=0.05, flush=flush)  # fmt: skip
@@ -289,13 +293,18 @@ def test_plan_rotates_a_bounded_number_of_copies_and_flushes_beyond_it():
     assert (rotate.method, rotate.copies, rotate.flush_bytes) == ("rotate", 7, 0)
     # 66 KB weights against a 300 MiB cache would need thousands of copies
     flush = timing.plan_cache_defeat(66_000, 300 * MiB)
-    assert (flush.method, flush.copies) == ("flush", 1)
+    assert (flush.method, flush.copies) == ("flush", timing.MAX_COPIES)  # one flush per round
     assert flush.flush_bytes >= timing.FLUSH_FACTOR * 300 * MiB
+    # a round holds at most half the cache: 4 MiB copies, 32 MiB cache -> 4 per flush
+    assert timing.plan_cache_defeat(4 * MiB, 32 * MiB, max_copies=8).copies == 4
+    # a copy bigger than half the cache: one per flush
+    assert timing.plan_cache_defeat(20 * MiB, 32 * MiB, max_copies=1).copies == 1
     at_bound = timing.copies_to_exceed_cache(MiB, 8 * MiB)  # 16
     assert timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=at_bound).method == "rotate"
     assert timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=at_bound - 1).method == "flush"
     # a byte budget bounds the rotation too
     assert timing.plan_cache_defeat(MiB, 8 * MiB, max_bytes=15 * MiB).method == "flush"
+    assert timing.plan_cache_defeat(MiB, 8 * MiB, max_bytes=3 * MiB, max_copies=8).copies == 3
     assert timing.plan_cache_defeat(MiB, 8 * MiB, max_bytes=16 * MiB).method == "rotate"
     with pytest.raises(ValueError, match="max_copies"):
         timing.plan_cache_defeat(MiB, 8 * MiB, max_copies=0)
@@ -339,6 +348,37 @@ def test_a_flushed_timing_streams_the_buffer_before_every_timed_call():
     assert order[:2] == ["call", "call"]  # warm-up, unflushed
     assert order[2:] == ["flush", "call"] * t.n  # then one flush before each timed call
     assert t.calls_per_sample == 1 and t.n >= timing.MIN_SAMPLES
+
+
+def test_a_flushed_timing_of_several_sets_flushes_once_per_round_of_distinct_sets():
+    """Three sets: flush, then each set once, then flush again: every call of a round reads a
+    set that nothing has read since the flush."""
+    order = []
+
+    class Recording(torch.Tensor):
+        """A real buffer that notes when it is streamed."""
+
+    buffer = timing.random_tensor((MiB,), torch.float32, "cpu").as_subclass(Recording)
+    real_sum = torch.sum
+
+    def fn(name):
+        order.append(name)
+        _busy(1e-4)
+
+    def recorded_sum(x, *args, **kwargs):
+        if x is buffer:
+            order.append("flush")
+        return real_sum(x, *args, **kwargs)
+
+    torch.sum = recorded_sum
+    try:
+        t = timing.time_callable(fn, [("a",), ("b",), ("c",)], warmup=0, min_run_time=0.005,
+                                 max_run_time=0.05, flush=buffer)  # fmt: skip
+    finally:
+        torch.sum = real_sum
+    rounds = -(-t.n // 3)
+    assert order == (["flush", "a", "b", "c"] * rounds)[: t.n + rounds]
+    assert t.n >= timing.MIN_SAMPLES
 
 
 @pytest.fixture
