@@ -33,19 +33,30 @@ LOOKAHEAD = 128  # decode steps timed at once at most: arrivals usually cut a st
 
 
 @functools.cache
-def roofline_engine(model: str, chip: str, dtype: str = "bf16") -> tuple[RooflineSteps, KVMemory]:
-    """One chip's engine as chapters 8 and 9 simulate it: the preset ``model`` on ``chip``'s
+def roofline_engine(model: str, chip: str, dtype: str = "bf16", tp: int = 1,
+                    kv_dtype: str | None = None,
+                    link: str = "NVLink 4") -> tuple[RooflineSteps, KVMemory]:  # fmt: skip
+    """One engine as chapters 8 and 9 simulate it: the preset ``model`` on ``chip``'s
     datasheet ceilings (``RooflineSteps``), and paged KV memory in what the chip's memory
-    leaves beside the weights (``kv_capacity_tokens``). ValueError if the weights leave no
-    room. Cached: presets and chips are fixed, and the step model is never changed."""
-    from helpers import hardware, models
+    leaves beside the weights (``kv_capacity_tokens``). ``tp``: the engine spans T chips
+    under Megatron's split (chapter 10), its all-reduces over ``link`` (a name of
+    ``tensor_parallel.LINKS``); each chip holds its shard's weights and its share of every
+    token's KV, so the engine's token slots are one chip's for its shard. ``kv_dtype``: the
+    cache stored narrower than ``dtype`` (fp8, int8; default ``dtype``). ValueError if the
+    weights leave no room. Cached: presets and chips are fixed, and the step model is never
+    changed."""
+    from helpers import hardware, models, tensor_parallel
 
     cfg, hw = models.get(model), hardware.get(chip)
-    capacity = kv_capacity_tokens(cfg, hw.memory_bytes, dtype)
+    net = tensor_parallel.link(link) if tp != 1 else None
+    steps = RooflineSteps(cfg, hw, dtype, tp=tp, link=net, kv_dtype=kv_dtype)
+    capacity = kv_capacity_tokens(tensor_parallel.shard_config(cfg, tp), hw.memory_bytes,
+                                  dtype, kv_dtype)  # fmt: skip
     if capacity <= 0:
-        raise ValueError(f"{model} in {dtype} does not fit in one {chip}'s memory: pick a "
-                         "bigger chip or a narrower dtype")  # fmt: skip
-    return RooflineSteps(cfg, hw, dtype), KVMemory(capacity)
+        chips = f"one {chip}'s memory" if tp == 1 else f"{tp} {chip}s' memory (T={tp})"
+        raise ValueError(f"{model} in {dtype} does not fit in {chips}: pick a bigger chip, "
+                         "a narrower dtype or more chips per engine (tp)")  # fmt: skip
+    return steps, KVMemory(capacity)
 
 
 def scheduler_result(sch: Scheduler, ends: Sequence[float], emitted: Sequence[int]) -> Result:

@@ -11,9 +11,9 @@ import numpy as np
 
 from helpers._validate import one_of
 from helpers.serving.engine import roofline_engine, simulate, simulate_disaggregated
-from helpers.serving.kv import kv_transfer_seconds
+from helpers.serving.kv import KVMemory, kv_transfer_seconds
 from helpers.serving.metrics import Result, max_rate_under_slo
-from helpers.serving.steps import Step
+from helpers.serving.steps import RooflineSteps, Step
 from helpers.serving.trace import Request, poisson_trace
 
 # ------------------------------------------------------------------ the planner (chapter 9)
@@ -42,7 +42,14 @@ class Scenario:
     TTFT ≤ ``ttft_slo`` and TPOT ≤ ``tpot_slo`` (seconds). ``requests`` and ``seed`` fix the
     simulated trace, so every evaluation of a scenario is deterministic; every figure is
     read at steady state (``Result.steady``: the first and last 10% of requests dropped),
-    and ``steady_check`` tests that ``requests`` is long enough."""
+    and ``steady_check`` tests that ``requests`` is long enough.
+
+    Past one chip (chapter 10): each of the ``chips`` engines may span ``tp`` chips under
+    tensor parallelism, its all-reduces over ``tp_link`` (a ``tensor_parallel.LINKS`` name),
+    so the deployment uses ``all_chips`` = chips × tp; and the KV cache may be stored in
+    ``kv_dtype`` (fp8, int8; default ``dtype``). Both change the engine
+    (``serving.roofline_engine``): a shorter step and more KV room for more chips, twice the
+    token slots for an fp8 cache. Goodput per chip divides by ``all_chips``."""
 
     model: str = "Qwen2.5-7B"
     chip: str = "H100 SXM"
@@ -57,20 +64,39 @@ class Scenario:
     link_gb_per_s: float = 50.0
     requests: int = STEADY_REQUESTS
     seed: int = 0
+    tp: int = 1
+    kv_dtype: str | None = None
+    tp_link: str = "NVLink 4"
 
     def __post_init__(self) -> None:
-        from helpers import hardware, models
+        from helpers import hardware, memory, models, tensor_parallel
 
-        models.get(self.model)
+        cfg = models.get(self.model)
         hardware.get(self.chip).peak(self.dtype)  # a chip without the dtype raises here
         if self.chips < 2 or type(self.chips) is not int:
             raise ValueError(f"chips must be an int >= 2, got {self.chips!r}")
+        if type(self.tp) is not int or self.tp < 1:
+            raise ValueError(f"tp must be an int >= 1 (chips per engine), got {self.tp!r}")
+        tensor_parallel.shard_config(cfg, self.tp)  # a T that does not split the heads raises
+        tensor_parallel.link(self.tp_link)
+        if self.kv_dtype is not None:
+            memory.dtype_bytes(self.kv_dtype)  # an unknown dtype raises, by name
         for value, name in ((self.rate, "rate"), (self.ttft_slo, "ttft_slo"),
                             (self.tpot_slo, "tpot_slo"), (self.link_gb_per_s, "link")):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")  # fmt: skip
         if not 0 < self.share <= 1:
             raise ValueError(f"share must be in (0, 1], got {self.share!r}")
+
+    @property
+    def all_chips(self) -> int:
+        """The chips the deployment uses: ``chips`` engines of ``tp`` chips each."""
+        return self.chips * self.tp
+
+    def engine(self) -> tuple[RooflineSteps, KVMemory]:
+        """One engine's step model and KV memory (``serving.roofline_engine``)."""
+        return roofline_engine(self.model, self.chip, self.dtype, self.tp, self.kv_dtype,
+                               self.tp_link)  # fmt: skip
 
     def trace(self, rate: float | None = None) -> list[Request]:
         """The scenario's requests at ``rate`` (default: its own load); same seed, so a
@@ -115,7 +141,7 @@ def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, flo
     of their peaks: ``"flops"``, the FLOP/s every request's prefill and decodes need
     (``RooflineSteps.request_work``) over the chips' peak FLOP/s; ``"bytes"``, the KV bytes
     per second no batching shares over their bandwidth. Above 1, no schedule can serve it."""
-    steps, _ = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, _ = scenario.engine()  # one chip's share of each engine's work, on its peaks
     rate = scenario.rate if rate is None else rate
     flops, moved = _mean_request_work(scenario) * rate
     hw = steps.hw
@@ -127,7 +153,7 @@ def offered_load(scenario: Scenario, rate: float | None = None) -> dict[str, flo
 def _mean_request_work(scenario: Scenario) -> np.ndarray:
     """FLOPs and unshared bytes of the scenario's mean request: the same requests at every
     rate (only their arrivals move), so computed once per scenario."""
-    steps, _ = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, _ = scenario.engine()
     return np.array([steps.request_work(r.prompt, r.output) for r in scenario.trace()]).mean(0)
 
 
@@ -139,7 +165,7 @@ def check_servable(scenario: Scenario, rate: float) -> None:
     for what, share in load.items():
         if share > 1:
             raise ValueError(
-                f"{rate:g} requests/s offers {share:.0%} of the {scenario.chips} chips' peak "
+                f"{rate:g} requests/s offers {share:.0%} of the {scenario.all_chips} chips' peak "
                 f"{'FLOP/s' if what == 'flops' else 'bandwidth'} ({load['flops']:.0%} of the "
                 f"FLOP/s, {load['bytes']:.0%} of the bandwidth): no schedule can serve it"
             )
@@ -158,11 +184,11 @@ def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None =
 @functools.lru_cache(maxsize=384)  # a chapter's searches, a few MB each at most
 def _serve(scenario: Scenario, config: ServingConfig, rate: float) -> Result:
     check_servable(scenario, rate)
-    steps, memory = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
+    steps, memory = scenario.engine()
     cfg = steps.cfg
     trace = scenario.trace(rate)
     if config.disaggregate:
-        bandwidth, dtype = scenario.link_gb_per_s * 1e9, scenario.dtype
+        bandwidth, dtype = scenario.link_gb_per_s * 1e9, scenario.kv_dtype or scenario.dtype
 
         def link(tokens: int) -> float:
             return kv_transfer_seconds(cfg, tokens, bandwidth, dtype)
@@ -196,7 +222,7 @@ def config_goodput(
     of the rates ``scenario.rate`` × ``loads`` at which ``scenario.share`` of requests meet
     both SLOs at steady state, the rates tried in increasing order until one falls short
     (rates the chips cannot serve are not tried); 0.0 if the first does. Per chip, as
-    DistServe reports it: divide by ``scenario.chips``."""
+    DistServe reports it: divide by ``scenario.all_chips``."""
     rates = _rungs(scenario, loads)
     if not rates:
         return 0.0
@@ -210,12 +236,13 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
     engine's peak batch, and memory per chip: the weights and the KV cache allocated on
     average over busy time (bytes)."""
     from helpers.memory import kv_bytes_per_token, weight_bytes
+    from helpers.tensor_parallel import shard_config
 
-    steps, memory = roofline_engine(scenario.model, scenario.chip, scenario.dtype)
-    cfg = steps.cfg
+    steps, memory = scenario.engine()
+    cfg = shard_config(steps.cfg, scenario.tp)  # what one chip of an engine holds
     result = serve_config(scenario, config)
     tpot = result.tpot[~np.isnan(result.tpot)]
-    kappa = kv_bytes_per_token(cfg, scenario.dtype)
+    kappa = kv_bytes_per_token(cfg, scenario.kv_dtype or scenario.dtype)
     return {
         "attainment": result.attainment(scenario.ttft_slo, scenario.tpot_slo),
         "attainment_se": result.attainment_se(scenario.ttft_slo, scenario.tpot_slo),
@@ -319,9 +346,9 @@ def plan_serving(
     if goodputs:
         order = {config: index for index, config in enumerate(candidates)}
         best = max(goodputs, key=lambda c: (goodputs[c], attainment[c], -order[c]))
-        plan = Plan(best, goodputs[best], goodputs, attainment, scenario.chips)
+        plan = Plan(best, goodputs[best], goodputs, attainment, scenario.all_chips)
     else:
-        plan = Plan(None, 0.0, goodputs, attainment, scenario.chips)
+        plan = Plan(None, 0.0, goodputs, attainment, scenario.all_chips)
     if len(_PLANS) >= _PLANS_KEPT:  # the oldest search goes first
         del _PLANS[next(iter(_PLANS))]
     _PLANS[key] = plan

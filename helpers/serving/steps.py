@@ -27,6 +27,7 @@ from helpers.memory import (
 )
 from helpers.models import ModelConfig
 from helpers.roofline import RooflineTime, roofline_time
+from helpers.tensor_parallel import Link, shard_config, step_allreduce_seconds
 
 # ----------------------------------------------------------------------------- step times
 
@@ -78,13 +79,26 @@ class RooflineSteps:
     ``step_overhead_s``: seconds added once to every step, whatever it carries, for what the
     roofline does not count: the fixed cost of launching each of the step's kernels
     (chapter 8: kernels per step × seconds per kernel, ``helpers.launches``). Default 0.
+
+    ``tp``: an engine of T chips under Megatron's split (chapter 10): each step costs one
+    chip's share (``tensor_parallel.shard_config``: 1/T of the heads, KV heads and MLP width;
+    embeddings and LM head whole) on the roofline, plus the step's 2 · layers all-reduces of
+    its [tokens × hidden] activations over ``link`` (``tensor_parallel.step_allreduce_seconds``),
+    after the parts above. A decode-only step then equals ``tensor_parallel.tp_decode_step``'s
+    parts summed. ``kv_dtype``: the KV cache stored narrower than ``dtype`` (fp8, int8).
     """
 
     def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16",
-                 step_overhead_s: float = 0.0) -> None:  # fmt: skip
+                 step_overhead_s: float = 0.0, *, tp: int = 1, link: Link | None = None,
+                 kv_dtype: str | None = None) -> None:  # fmt: skip
         # A MoE's expert bytes are not affine in the step's tokens (helpers.memory.experts_read).
         cfg.require_dense("the serving simulator's step model")
+        shard = shard_config(cfg, tp)  # refuses a T that does not split the heads evenly
+        if tp > 1 and not isinstance(link, Link):
+            raise ValueError(f"tp={tp} needs the link its all-reduces cross (a "
+                             f"tensor_parallel.Link), got {link!r}")  # fmt: skip
         self.cfg, self.hw, self.dtype = cfg, hw, dtype
+        self.tp, self.link, self.kv_dtype = tp, link, kv_dtype or dtype
         if (isinstance(step_overhead_s, bool) or not isinstance(step_overhead_s, (int, float))
                 or not 0 <= step_overhead_s < math.inf):
             raise ValueError(f"step_overhead_s must be a finite number of seconds >= 0, "
@@ -94,8 +108,8 @@ class RooflineSteps:
         # memory functions give its intercept and slope, and a step costs a few products
         # rather than a count over every layer (the simulator times ~10⁵ steps).
         def linears(tokens: int) -> tuple[int, int]:
-            ops = forward_flops(cfg, tokens, logits="last").by_op
-            traffic = forward_bytes(cfg, tokens, dtype=dtype, logits="last")
+            ops = forward_flops(shard, tokens, logits="last").by_op
+            traffic = forward_bytes(shard, tokens, dtype=dtype, logits="last")
             return (sum(ops.values()) - attention_flops(ops) - ops["lm_head"],
                     sum(traffic.values()) - traffic["attention"] - traffic["lm_head"])
 
@@ -105,12 +119,17 @@ class RooflineSteps:
 
         self._linears = _affine(linears)
         self._head = _affine(head)
+        # The all-reduces' seconds: affine in the step's tokens too (a latency, then bytes).
+        (self._reduce,) = _affine(lambda tokens: (
+            step_allreduce_seconds(cfg, link, tp, tokens, dtype) if tp > 1 else 0.0,))
         # Attention: FLOPs per (query, key) pair, and bytes b0 per new token (Q, output,
-        # its K and V written and read) plus b1 per cached token read.
-        self._per_key = attention_flops_per_key(cfg)
-        b0 = forward_bytes(cfg, 1, context=0, dtype=dtype)["attention"]
-        self._per_token, self._per_cached = b0, forward_bytes(cfg, 1, context=1,
-                                                              dtype=dtype)["attention"] - b0
+        # its K and V written and read) plus b1 per cached token read, on one chip's heads.
+        self._per_key = attention_flops_per_key(shard)
+        kv = self.kv_dtype
+        b0 = forward_bytes(shard, 1, context=0, dtype=dtype, kv_dtype=kv)["attention"]
+        self._per_token = b0
+        self._per_cached = forward_bytes(shard, 1, context=1, dtype=dtype,
+                                         kv_dtype=kv)["attention"] - b0  # fmt: skip
         # roofline_time's two terms, inlined in the per-step calls (the simulator's hot path)
         self._peak, self._bandwidth = hw.peak(dtype), hw.bandwidth
 
@@ -127,8 +146,13 @@ class RooflineSteps:
         moved = self._per_token * tokens + self._per_cached * cached
         return max(flops / self._peak, moved / self._bandwidth)
 
+    def _all_reduces(self, tokens: int) -> float:
+        r0, rs = self._reduce
+        return r0 + rs * tokens if self.tp > 1 else 0.0
+
     def __call__(self, step: Step) -> float:
         seconds = self.step_overhead_s + self._weights(step.tokens, step.heads)
+        seconds += self._all_reduces(step.tokens)
         if step.prefill:
             keys = sum(attended_keys(tokens, context, "causal") for tokens, context in step.prefill)
             tokens = sum(tokens for tokens, _ in step.prefill)
@@ -160,7 +184,7 @@ class RooflineSteps:
         """``steps`` decode steps at once: attention's FLOPs and bytes are affine in the
         context, so when the first and last steps are bound by the same term every step
         between is too, and its time is affine in the step index."""
-        weights = self.step_overhead_s + self._weights(batch, batch)
+        weights = self.step_overhead_s + self._weights(batch, batch) + self._all_reduces(batch)
 
         def attention(total: int) -> RooflineTime:
             flops = self._per_key * (total + batch)

@@ -1,6 +1,7 @@
 """The serving planner of chapter 9 (`09_capstone`): a deployment in, a configuration out.
 
-Model, chip, dtype, SLOs and load in; the recommended configuration (batch cap, prefill chunk
+Model, chip, dtype, SLOs, load, and (chapter 10) chips per engine and the KV cache's dtype
+in; the recommended configuration (batch cap, prefill chunk
 budget, colocated or disaggregated) out, with its predicted TTFT, TPOT, throughput and memory
 use. No search lives here: ``helpers.serving.plan_serving`` chooses, ``config_report``
 predicts; this module only builds the scenario, prints the table and draws the bars
@@ -37,7 +38,9 @@ class PlannerView:
 
     def table(self) -> str:
         s = self.scenario
-        head = (f"{s.model} on 2 x {s.chip}, {s.dtype}; {s.rate:g} requests/s, prompts ~"
+        engines = f"2 x {s.chip}" if s.tp == 1 else f"2 engines of {s.tp} x {s.chip} (TP={s.tp})"
+        kv = "" if s.kv_dtype in (None, s.dtype) else f", KV cache {s.kv_dtype}"
+        head = (f"{s.model} on {engines}, {s.dtype}{kv}; {s.rate:g} requests/s, prompts ~"
                 f"{s.prompt_mean:g}, outputs ~{s.output_mean:g} tokens; SLO: TTFT <= "
                 f"{s.ttft_slo * 1e3:g} ms and TPOT <= {s.tpot_slo * 1e3:g} ms for "
                 f"{s.share:.0%}")  # fmt: skip
@@ -52,7 +55,7 @@ class PlannerView:
             "meet the SLOs)",
             f"  SLO attainment {r['attainment']:.1%} (standard error "
             f"{r['attainment_se']:.1%}); goodput {self.goodput:g} requests/s, "
-            f"{self.goodput / s.chips:g} per chip",
+            f"{self.goodput / s.all_chips:g} per chip ({s.all_chips} chips)",
             f"  TTFT p90 {r['ttft_p90'] * 1e3:8.1f} ms",
             f"  TPOT p90 {r['tpot_p90'] * 1e3:8.2f} ms",
             f"  throughput {r['throughput']:,.0f} output tokens/s, peak batch {r['peak_batch']}",
@@ -71,14 +74,17 @@ def planner_view(
     rate: float = 40.0,
     prompt_mean: int = 1024,
     output_mean: int = 256,
+    tp: int = 1,
+    kv_dtype: str | None = None,
 ) -> PlannerView:
-    """Plan ``serving.Scenario(model, chip, dtype, rate, …)`` with ``serving.plan_serving``
-    over ``serving.plan_candidates()`` at steady state, and report the best configuration at
-    the load. ValueError for a model that does not fit the chip in
-    ``dtype`` or a dtype the chip has no peak for."""
+    """Plan ``serving.Scenario(model, chip, dtype, rate, …, tp=tp, kv_dtype=kv_dtype)`` with
+    ``serving.plan_serving`` over ``serving.plan_candidates()`` at steady state, and report
+    the best configuration at the load. ValueError for a model that does not fit ``tp``
+    chips in ``dtype``, a ``tp`` that does not split its heads, or a dtype the chip has no
+    peak for."""
     scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
-                        ttft_ms / 1e3, tpot_ms / 1e3)  # fmt: skip
-    serving.roofline_engine(model, chip, dtype)  # the planner's engine: ValueError if no fit
+                        ttft_ms / 1e3, tpot_ms / 1e3, tp=tp, kv_dtype=kv_dtype)  # fmt: skip
+    scenario.engine()  # the planner's engine: ValueError if the weights do not fit
     plan = serving.plan_serving(scenario, loads=PLANNER_LOADS)
     report = None if plan.best is None else serving.config_report(scenario, plan.best)
     return PlannerView(scenario, plan.best, plan.goodput, report, len(plan.goodputs),
@@ -94,21 +100,23 @@ def draw_planner(ax, view: PlannerView) -> None:
     ax.barh([c.label() for c in configs], [plan.attainment[c] for c in configs], color=colours)
     ax.axvline(view.scenario.share, color="tab:red", ls="--", label="SLO share")
     ax.invert_yaxis()
+    s = view.scenario
     ax.set(xlim=(0, 1), xlabel="share of requests meeting both SLOs at this load",
-           title=f"{view.scenario.model} on 2 x {view.scenario.chip}, "
-           f"{view.scenario.rate:g} requests/s")
+           title=f"{s.model} on 2 x {s.tp if s.tp > 1 else ''}{'x' if s.tp > 1 else ''}"
+           f"{s.chip}, {s.rate:g} requests/s")
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=8, loc="lower right")
 
 
 def show_planner(model="Qwen2.5-7B", chip="H100 SXM", dtype="bf16", ttft_ms=500.0,
-                 tpot_ms=10.0, rate=40.0, prompt_mean=1024, output_mean=256) -> None:  # fmt: skip
+                 tpot_ms=10.0, rate=40.0, prompt_mean=1024, output_mean=256, tp=1,
+                 kv_dtype=None) -> None:  # fmt: skip
     """The sliders' callback: the table, and the candidates' attainment as bars. The figure
     is made outside pyplot (``helpers.widgets.figures``) and shown once; returns None, so
     ``interact`` prints no repr."""
     try:
         view = planner_view(model, chip, dtype, ttft_ms, tpot_ms, rate, prompt_mean,
-                            output_mean)  # fmt: skip
+                            output_mean, tp, kv_dtype)  # fmt: skip
     except (KeyError, ValueError) as error:  # a model that does not fit, a missing dtype
         print(error)
         return None
