@@ -82,6 +82,8 @@ def planner_view(
     the best configuration at the load. ValueError for a model that does not fit ``tp``
     chips in ``dtype``, a ``tp`` that does not split its heads, or a dtype the chip has no
     peak for."""
+    # a cache in the weights' dtype is the default scenario, and its plan is remembered as one
+    kv_dtype = None if kv_dtype == dtype else kv_dtype
     scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
                         ttft_ms / 1e3, tpot_ms / 1e3, tp=tp, kv_dtype=kv_dtype)  # fmt: skip
     scenario.engine()  # the planner's engine: ValueError if the weights do not fit
@@ -110,7 +112,7 @@ def draw_planner(ax, view: PlannerView) -> None:
 
 def show_planner(model="Qwen2.5-7B", chip="H100 SXM", dtype="bf16", ttft_ms=500.0,
                  tpot_ms=10.0, rate=40.0, prompt_mean=1024, output_mean=256, tp=1,
-                 kv_dtype=None) -> None:  # fmt: skip
+                 kv_dtype="bf16") -> None:  # fmt: skip
     """The sliders' callback: the table, and the candidates' attainment as bars. The figure
     is made outside pyplot (``helpers.widgets.figures``) and shown once; returns None, so
     ``interact`` prints no repr."""
