@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from helpers import bench, machine, sweep, sweep_record, timing
+from helpers import bench, ceilings, machine, sweep, sweep_record, timing
 
 
 def test_dtype_lists_accept_repeats_and_commas():
@@ -41,12 +41,14 @@ def test_cuda_requested_without_one(capsys, tmp_path):
 
 
 def _run_cli(tmp_path, llc, *args):
-    """The real command in quick mode, fp32, the cache size overridden to ``llc``."""
+    """The real command in quick mode, fp32, the cache size overridden to ``llc``, its
+    matmul ceiling measured on one GEMM (``ceilings.GEMMS_ENV``): these tests check what the
+    run records, and the default GEMMs took 5 of its 14 s on a 2-core CPU."""
     result = subprocess.run(
         [sys.executable, "-m", "helpers.bench", "--device", "cpu", "--quick", "--dtype", "fp32",
          "--out", str(tmp_path), "--no-progress", *args],
         capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
-        env={**os.environ, machine.LLC_ENV: llc},
+        env={**os.environ, machine.LLC_ENV: llc, ceilings.GEMMS_ENV: "512x512x512"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result, json.loads((tmp_path / "bench_cpu.json").read_text())
