@@ -63,6 +63,7 @@ outputs: env
 # marks their cells), each chapter on its own worker (--dist loadfile), and not again in
 # the last nbval run, which runs the other chapters.
 # kernel_retry: a kernel that dies as it starts (two workers, one port) is started again.
+# slow_first: files holding a slow test are handed to the workers first.
 LLC_SIZES ?= 8MiB 260MiB 1GiB
 CACHE_TESTS := tests/helpers/test_timing.py tests/helpers/test_ceilings.py \
   tests/helpers/test_bench.py tests/helpers/test_sweep.py \
@@ -71,7 +72,8 @@ CACHE_CHAPTERS := solutions/04_timing solutions/05_matmuls
 NBVAL := PYTHONPATH=tests/plugins $(VENV)/bin/pytest -p kernel_retry -p cache_chapters
 
 test: env system-packages lint check-release
-	$(VENV)/bin/pytest -n $(JOBS) --dist loadfile --durations=25 -m "not cache_size" tests
+	PYTHONPATH=tests/plugins $(VENV)/bin/pytest -p slow_first -n $(JOBS) --dist loadfile \
+	  --durations=25 -m "not cache_size" tests
 	@for size in $(LLC_SIZES); do \
 	  echo "== tests marked cache_size at TEXTBOOK_LLC_BYTES=$$size"; \
 	  TEXTBOOK_LLC_BYTES=$$size $(NBVAL) -n $(JOBS) --dist loadfile --durations=5 \

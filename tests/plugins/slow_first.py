@@ -5,6 +5,10 @@ collection order, and a worker that draws a long file last runs it alone while t
 wait: the grader's run as an ordinary user (two minutes on a 2-core CPU) came last
 alphabetically and kept one core idle for most of that. Started first, the long files
 overlap with everything else. The order of the tests inside a file is kept.
+
+A plugin (``-p slow_first``, with tests/plugins on PYTHONPATH) rather than tests/conftest.py:
+a conftest there would put tests/ on sys.path, where tests/helpers/ shadows the helpers
+package for the grader's answer processes.
 """
 
 from __future__ import annotations
