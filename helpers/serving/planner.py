@@ -188,7 +188,7 @@ def _serve(scenario: Scenario, config: ServingConfig, rate: float) -> Result:
     cfg = steps.cfg
     trace = scenario.trace(rate)
     if config.disaggregate:
-        bandwidth, dtype = scenario.link_gb_per_s * 1e9, scenario.kv_dtype or scenario.dtype
+        bandwidth, dtype = scenario.link_gb_per_s * 1e9, steps.kv_dtype
 
         def link(tokens: int) -> float:
             return kv_transfer_seconds(cfg, tokens, bandwidth, dtype)
@@ -236,13 +236,12 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
     engine's peak batch, and memory per chip: the weights and the KV cache allocated on
     average over busy time (bytes)."""
     from helpers.memory import kv_bytes_per_token, weight_bytes
-    from helpers.tensor_parallel import shard_config
 
     steps, memory = scenario.engine()
-    cfg = shard_config(steps.cfg, scenario.tp)  # what one chip of an engine holds
+    cfg = steps.shard  # what one chip of an engine holds
     result = serve_config(scenario, config)
     tpot = result.tpot[~np.isnan(result.tpot)]
-    kappa = kv_bytes_per_token(cfg, scenario.kv_dtype or scenario.dtype)
+    kappa = kv_bytes_per_token(cfg, steps.kv_dtype)
     return {
         "attainment": result.attainment(scenario.ttft_slo, scenario.tpot_slo),
         "attainment_se": result.attainment_se(scenario.ttft_slo, scenario.tpot_slo),

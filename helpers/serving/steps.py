@@ -99,6 +99,7 @@ class RooflineSteps:
                              f"tensor_parallel.Link), got {link!r}")  # fmt: skip
         self.cfg, self.hw, self.dtype = cfg, hw, dtype
         self.tp, self.link, self.kv_dtype = tp, link, kv_dtype or dtype
+        self.shard = shard  # what one chip of the engine holds
         if (isinstance(step_overhead_s, bool) or not isinstance(step_overhead_s, (int, float))
                 or not 0 <= step_overhead_s < math.inf):
             raise ValueError(f"step_overhead_s must be a finite number of seconds >= 0, "
@@ -147,8 +148,8 @@ class RooflineSteps:
         return max(flops / self._peak, moved / self._bandwidth)
 
     def _all_reduces(self, tokens: int) -> float:
-        r0, rs = self._reduce
-        return r0 + rs * tokens if self.tp > 1 else 0.0
+        r0, rs = self._reduce  # both 0 on one chip
+        return r0 + rs * tokens
 
     def __call__(self, step: Step) -> float:
         seconds = self.step_overhead_s + self._weights(step.tokens, step.heads)

@@ -23,6 +23,13 @@ __all__ = ["PLANNER_LOADS", "PlannerView", "planner_view", "draw_planner", "show
 PLANNER_LOADS = (1.0, 1.5, 2.0)  # goodput ladder, in multiples of the load
 
 
+def _engines(s: Scenario) -> str:
+    """The deployment in words: "2 x H100 SXM", or "2 engines of 2 x H100 SXM (TP=2)"."""
+    if s.tp == 1:
+        return f"{s.chips} x {s.chip}"
+    return f"{s.chips} engines of {s.tp} x {s.chip} (TP={s.tp})"
+
+
 @dataclass(frozen=True)
 class PlannerView:
     """The scenario planned, the chosen configuration (None: nothing meets the SLOs), its
@@ -38,9 +45,8 @@ class PlannerView:
 
     def table(self) -> str:
         s = self.scenario
-        engines = f"2 x {s.chip}" if s.tp == 1 else f"2 engines of {s.tp} x {s.chip} (TP={s.tp})"
         kv = "" if s.kv_dtype in (None, s.dtype) else f", KV cache {s.kv_dtype}"
-        head = (f"{s.model} on {engines}, {s.dtype}{kv}; {s.rate:g} requests/s, prompts ~"
+        head = (f"{s.model} on {_engines(s)}, {s.dtype}{kv}; {s.rate:g} requests/s, prompts ~"
                 f"{s.prompt_mean:g}, outputs ~{s.output_mean:g} tokens; SLO: TTFT <= "
                 f"{s.ttft_slo * 1e3:g} ms and TPOT <= {s.tpot_slo * 1e3:g} ms for "
                 f"{s.share:.0%}")  # fmt: skip
@@ -104,8 +110,7 @@ def draw_planner(ax, view: PlannerView) -> None:
     ax.invert_yaxis()
     s = view.scenario
     ax.set(xlim=(0, 1), xlabel="share of requests meeting both SLOs at this load",
-           title=f"{s.model} on 2 x {s.tp if s.tp > 1 else ''}{'x' if s.tp > 1 else ''}"
-           f"{s.chip}, {s.rate:g} requests/s")
+           title=f"{s.model} on {_engines(s)}, {s.rate:g} requests/s")
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=8, loc="lower right")
 
