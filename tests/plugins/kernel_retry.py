@@ -5,8 +5,11 @@ Why: nbval starts one kernel per notebook, and with two pytest workers two kerne
 at the same moment. Over TCP each picks free ports by binding and releasing them, so both can
 pick the same port and the loser dies before it replies to ``kernel_info`` (nbval then fails
 every cell of that notebook with "Kernel died before replying to kernel_info"; it happened
-once in a CI run whose rerun passed). Only the start is retried, never a cell: a notebook that
-fails still fails.
+once in a CI run whose rerun passed). The same race can leave the loser alive on a port it
+does not own, so it never answers and the start times out ("Kernel didn't respond in 60
+seconds", every cell of chapter 5 in one clean-clone run); nbval shuts that kernel down
+before raising, so it is started again too. Only the start is retried, never a cell: a
+notebook that fails still fails.
 
 Loaded with ``-p kernel_retry`` and ``tests/plugins`` on ``PYTHONPATH`` (the Makefile).
 """
@@ -19,22 +22,24 @@ import nbval.kernel
 
 ATTEMPTS = 3
 DIED = "Kernel died before replying to kernel_info"
+SILENT = "Kernel didn't respond in"  # jupyter_client's wait_for_ready timing out
+FAILED_STARTS = (DIED, SILENT)
 log = logging.getLogger(__name__)
 
 
 def retrying(start):
     """``start`` (nbval's ``start_new_kernel``), tried up to ``ATTEMPTS`` times while the
-    kernel dies on start; any other error, and the last death, propagate."""
+    kernel dies or stays silent on start; any other error, and the last failure, propagate."""
 
     def start_new_kernel(*args, **kwargs):
         for attempt in range(1, ATTEMPTS):
             try:
                 return start(*args, **kwargs)
             except RuntimeError as error:
-                if DIED not in str(error):
+                if not any(failed in str(error) for failed in FAILED_STARTS):
                     raise
-                log.warning("kernel died on start (attempt %d of %d); starting another",
-                            attempt, ATTEMPTS)  # fmt: skip
+                log.warning("kernel failed to start (%s; attempt %d of %d); starting another",
+                            error, attempt, ATTEMPTS)  # fmt: skip
         return start(*args, **kwargs)  # the last attempt: its error propagates
 
     return start_new_kernel

@@ -23,6 +23,16 @@ def test_a_kernel_that_dies_on_start_is_started_again():
     assert calls == [((), {"kernel_name": "python3"})] * 3
 
 
+def test_a_kernel_that_never_answers_on_start_is_started_again():
+    start, calls = flaky(1, "Kernel didn't respond in 60 seconds")
+    assert kernel_retry.retrying(start)() == "kernel"
+    assert len(calls) == 2
+    start, calls = flaky(3, "Kernel didn't respond in 60 seconds")
+    with pytest.raises(RuntimeError, match="didn't respond"):
+        kernel_retry.retrying(start)()
+    assert len(calls) == 3
+
+
 def test_it_gives_up_after_three_deaths_and_never_retries_other_errors():
     start, calls = flaky(3)
     with pytest.raises(RuntimeError, match="Kernel died"):
