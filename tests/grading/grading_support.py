@@ -106,14 +106,20 @@ def page_text(path: Path) -> str:
     return "".join(parts)
 
 
-def nbgrader_validate(path: Path, invert: bool = False) -> subprocess.CompletedProcess:
-    """Plain ``nbgrader validate``, run from grading/ so it reads the course config. The
-    chapters' matmul ceilings are measured on one GEMM (``ceilings.GEMMS_ENV``): what is
-    validated is which tests pass, and the default GEMMs take 15–18 s of each run of
-    chapters 4 and 5 on a 2-core CPU without bf16 arithmetic."""
+def nbgrader_validate(*paths: Path, invert: bool = False,
+                      merged: bool = False) -> subprocess.CompletedProcess:  # fmt: skip
+    """Plain ``nbgrader validate`` on ``paths``, run from grading/ so it reads the course
+    config. The chapters' matmul ceilings are measured on one GEMM (``ceilings.GEMMS_ENV``):
+    what is validated is which tests pass, and the default GEMMs take 15–18 s of each run of
+    chapters 4 and 5 on a 2-core CPU without bf16 arithmetic. Unbuffered, so that the log
+    line nbgrader writes to stderr before each notebook ("Validating 'PATH'") and the verdict
+    it writes to stdout after it keep their order in ``stdout`` when ``merged``."""
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
-           ceilings.GEMMS_ENV: "1024x1024x1024"}  # fmt: skip
-    command = [sys.executable, "-m", "nbgrader", "validate", str(path)]
-    return subprocess.run(command + (["--invert"] if invert else []), cwd=ROOT / "grading",
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+           ceilings.GEMMS_ENV: "1024x1024x1024", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    command = [sys.executable, "-m", "nbgrader", "validate", "--ValidateApp.log_level=INFO",
+               *map(str, paths)] + (["--invert"] if invert else [])  # fmt: skip
+    streams = {"stdout": subprocess.PIPE,
+               "stderr": subprocess.STDOUT if merged else subprocess.PIPE}  # fmt: skip
+    return subprocess.run(command, cwd=ROOT / "grading", env=env, text=True, timeout=600,
+                          **streams)  # fmt: skip
