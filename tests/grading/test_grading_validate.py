@@ -4,10 +4,9 @@ validates, the release fails every test, and stderr from an honest answer costs 
 from __future__ import annotations
 
 import nbformat
-import pytest
 from grading_fixture import NAME
 from grading_support import fill, nbgrader_validate, release_of, solutions_of
-from validate_support import CACHE_CHAPTERS, check_chapter_validates, validate_chapters
+from validate_support import CACHE_CHAPTERS, chapter_tests
 
 from grading import course
 from grading.release import chapters
@@ -33,14 +32,6 @@ def test_validate_passes_an_honest_answer_that_writes_to_stderr(demo, tmp_path):
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout
 
 
-HALF = CHAPTERS[0::2]  # the others: test_grading_validate_more.py
-
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return validate_chapters(HALF, tmp_path_factory.mktemp("validate"))
-
-
-@pytest.mark.parametrize("chapter", HALF)
-def test_chapter_validates_and_release_fails_every_test(chapter, verdicts):
-    check_chapter_validates(verdicts, chapter)
+# Half the chapters; the others in test_grading_validate_more.py, which --dist loadfile runs
+# beside this file.
+verdicts, test_chapter_validates_and_release_fails_every_test = chapter_tests(CHAPTERS[0::2])

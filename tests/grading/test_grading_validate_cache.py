@@ -6,16 +6,9 @@ The chapters run whole at each size under nbval (tests/plugins/cache_chapters.py
 from __future__ import annotations
 
 import pytest
-from validate_support import CACHE_CHAPTERS, check_chapter_validates, validate_chapters
+from validate_support import CACHE_CHAPTERS, chapter_tests
 
 pytestmark = pytest.mark.cache_size
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return validate_chapters(list(CACHE_CHAPTERS), tmp_path_factory.mktemp("validate"))
-
-
-@pytest.mark.parametrize("chapter", CACHE_CHAPTERS)
-def test_measuring_chapter_validates_and_release_fails_every_test(chapter, verdicts):
-    check_chapter_validates(verdicts, chapter)
+verdicts, test_chapter_validates_and_release_fails_every_test = chapter_tests(
+    list(CACHE_CHAPTERS))

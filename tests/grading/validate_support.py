@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 from grading_support import nbgrader_validate
 
 from grading import course
@@ -71,8 +72,20 @@ def validate_chapters(chapters: list[str], folder: Path) -> dict[str, tuple[str,
     return {chapter: (sources[chapter], released[chapter]) for chapter in chapters}
 
 
-def check_chapter_validates(verdicts: dict[str, tuple[str, str]], chapter: str) -> None:
-    """The chapter's solutions pass every test under plain nbgrader, its release none."""
-    source, release = verdicts[chapter]
-    assert PASSES in source, source
-    assert FAILS_ALL in release, release
+def chapter_tests(chapters: list[str]):
+    """A test module's fixture and test for ``chapters``: the fixture validates them all in
+    one process per verdict (``validate_chapters``), and the test, one per chapter, holds the
+    chapter's solutions to passing every test under plain nbgrader and its release to
+    passing none. A test file assigns both at module level, so pytest collects them there."""
+
+    @pytest.fixture(scope="module")
+    def verdicts(tmp_path_factory):
+        return validate_chapters(chapters, tmp_path_factory.mktemp("validate"))
+
+    @pytest.mark.parametrize("chapter", chapters)
+    def test_chapter_validates_and_release_fails_every_test(chapter, verdicts):
+        source, release = verdicts[chapter]
+        assert PASSES in source, source
+        assert FAILS_ALL in release, release
+
+    return verdicts, test_chapter_validates_and_release_fails_every_test
