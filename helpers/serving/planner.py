@@ -81,6 +81,8 @@ class Scenario:
         tensor_parallel.link(self.tp_link)
         if self.kv_dtype is not None:
             memory.dtype_bytes(self.kv_dtype)  # an unknown dtype raises, by name
+        if self.kv_dtype == self.dtype:  # the default, spelt out: one deployment, one cache key
+            object.__setattr__(self, "kv_dtype", None)
         for value, name in ((self.rate, "rate"), (self.ttft_slo, "ttft_slo"),
                             (self.tpot_slo, "tpot_slo"), (self.link_gb_per_s, "link")):
             if not value > 0:

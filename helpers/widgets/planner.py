@@ -45,7 +45,7 @@ class PlannerView:
 
     def table(self) -> str:
         s = self.scenario
-        kv = "" if s.kv_dtype in (None, s.dtype) else f", KV cache {s.kv_dtype}"
+        kv = "" if s.kv_dtype is None else f", KV cache {s.kv_dtype}"
         head = (f"{s.model} on {_engines(s)}, {s.dtype}{kv}; {s.rate:g} requests/s, prompts ~"
                 f"{s.prompt_mean:g}, outputs ~{s.output_mean:g} tokens; SLO: TTFT <= "
                 f"{s.ttft_slo * 1e3:g} ms and TPOT <= {s.tpot_slo * 1e3:g} ms for "
@@ -88,8 +88,6 @@ def planner_view(
     the best configuration at the load. ValueError for a model that does not fit ``tp``
     chips in ``dtype``, a ``tp`` that does not split its heads, or a dtype the chip has no
     peak for."""
-    # a cache in the weights' dtype is the default scenario, and its plan is remembered as one
-    kv_dtype = None if kv_dtype == dtype else kv_dtype
     scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
                         ttft_ms / 1e3, tpot_ms / 1e3, tp=tp, kv_dtype=kv_dtype)  # fmt: skip
     scenario.engine()  # the planner's engine: ValueError if the weights do not fit

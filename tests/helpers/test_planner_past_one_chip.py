@@ -120,3 +120,11 @@ def test_the_explorer_plans_with_both_knobs():
     assert f"{view.goodput / 4:g} per chip (4 chips)" in table
     with pytest.raises(ValueError, match="does not fit"):
         planner_widget.planner_view("Llama-3.1-70B", "H100 SXM", tp=1)
+
+
+def test_a_kv_dtype_equal_to_the_weights_is_the_default_deployment():
+    spelt_out = Scenario(rate=20.0, kv_dtype="bf16")
+    assert spelt_out == Scenario(rate=20.0) and spelt_out.kv_dtype is None
+    assert Scenario(rate=20.0, kv_dtype="fp8").kv_dtype == "fp8"
+    assert "KV cache" not in planner_widget.planner_view(
+        "Qwen2.5-7B", "H100 SXM", "bf16", 500.0, 10.0, 20.0, 1024, 256, 1, "bf16").table()
