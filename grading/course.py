@@ -31,6 +31,7 @@ class Exercise:
     visible: str  # what the student sees
     names: tuple[str, ...] = ()  # what the answer must define (from the solution cell)
     references: tuple[str, ...] = ()  # what the tests call that the solution does not
+    tools: tuple[str, ...] = ()  # what the model solution uses: real for the answer too
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,10 @@ def load(name: str, source: Path) -> Assignment:
             visible, _ = hide.preprocess_cell(copy.deepcopy(cell), {}, 0)
             own = names.get(answer_id, ())
             references = called(cell.source) - called(solutions.get(answer_id, "")) - set(own)
+            tools = used(solutions.get(answer_id, ""))
             exercises.append(
                 Exercise(test_id, answer_id, float(info.get("points", 0)), cell.source,
-                         visible.source, own, tuple(sorted(references)))
+                         visible.source, own, tuple(sorted(references)), tuple(sorted(tools)))
             )  # fmt: skip
         elif cell.cell_type == "markdown" and info.get("grade"):
             written.append(Written(info["grade_id"], float(info.get("points", 0))))
@@ -158,6 +160,27 @@ def called(source: str) -> set[str]:
             if isinstance(target, ast.Name):
                 found.add(".".join([target.id, *reversed(parts)]))
     return found
+
+
+def used(source: str) -> set[str]:
+    """Every name and dotted name a cell loads, called or not (``key=memory.dtype_bytes``,
+    ``cfg.linear_shapes``): the library functions among them are a solution's tools."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {dotted for node in ast.walk(tree) if (dotted := dotted_name(node))}
+
+
+def dotted_name(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of attributes on a loaded name, else ""."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return ".".join([node.id, *reversed(parts)])
+    return ""
 
 
 def _ids(nb: nbformat.NotebookNode) -> set[str]:

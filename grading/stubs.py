@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
+from grading.course import dotted_name, used
 
 PACKAGE = "helpers"
 # Checkers and the notebook's setup build the tests' inputs and report: never references.
@@ -212,3 +213,263 @@ def _lookup(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     text = ast.unparse(returns).strip("'\"") if returns is not None else ""
     return (function.name == "get" and first is not None
             and ast.unparse(first).strip("'\"") == "str" and text not in ("", "str"))
+
+
+# --- what an exercise's reference reaches --------------------------------------------------
+#
+# A stub of the reference alone is not enough: its body is often a line that calls other
+# library functions (``return _params(cfg, cfg.n_experts)``), and pasting that line into the
+# answer would still score. So the answer process stubs every function the reference reaches
+# through the library's own calls, read from the sources: names bound in the function's
+# module or imported inside it, ``module.function`` chains, ``self.method``, a class's
+# constructor, and ``obj.method(...)`` on an object whose class the source does not say (every
+# library method of that name: reading types would need running the code). What the exercise
+# may use stays real: what the model solution names (its tools), what the setup cell calls,
+# what the library runs when it is imported, and everything those reach. A constructor, a
+# property or any other dunder is never stubbed: the tests' arguments are built from them.
+
+Function = tuple[str, str]  # (module, qualname)
+CONSTRUCTORS = ("__init__", "__post_init__", "__new__", "__call__")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One exercise's stubs, and why: what the reference reaches, what stays real."""
+
+    roots: frozenset[Function]  # what the tests call, and functions of the exercise's name
+    reached: frozenset[Function]  # everything the roots reach, roots included
+    tools: frozenset[Function]  # what the model solution and the setup cell name
+    kept: frozenset[Function]  # real for the answer: the tools' closure, setup and import time
+    stubbed: dict[str, tuple[str, ...]]  # module -> qualnames, what the answer process gets
+
+    @property
+    def conflicts(self) -> frozenset[Function]:
+        """Roots that a tool needs: these stay real (the exercise must be reworded)."""
+        return self.roots & self.kept
+
+
+@functools.cache
+def plan(setup: str, references: tuple[str, ...], names: tuple[str, ...] = (),
+         tools: tuple[str, ...] = ()) -> Plan:  # fmt: skip
+    """The stubs of one exercise: ``references`` are the dotted names its tests call,
+    ``names`` what the answer defines, ``tools`` the dotted names its model solution uses."""
+    with _AST:
+        bound = _imports(setup)
+        roots = {f for dotted in references for f in _resolve_bound(bound, dotted, by_name=False)}
+        roots |= {f for name in names for f in _methods_by_name(top_level=True).get(name, ())}
+        roots = {f for f in roots if _stubbable(f)}
+        allowed = {f for dotted in (*tools, *used(setup))
+                   for f in _resolve_bound(bound, dotted, by_name=True)}  # fmt: skip
+        kept = _closure(frozenset(allowed | _import_time()))
+        reached = _closure(frozenset(roots))
+    stubbed: dict[str, set[str]] = {}
+    for module, qualname in sorted(reached - kept):
+        if _stubbable((module, qualname)):
+            stubbed.setdefault(module, set()).add(qualname)
+    return Plan(frozenset(roots), reached, frozenset(allowed), kept,
+                {m: tuple(sorted(q)) for m, q in sorted(stubbed.items())})  # fmt: skip
+
+
+def _stubbable(function: Function) -> bool:
+    module, qualname = function
+    node = functions().get(function)
+    return (module not in NEVER_STUBBED and node is not None
+            and not (qualname.rsplit(".", 1)[-1].startswith("__"))
+            and not any(_decorator_name(d) in ("property", "setter", "cached_property")
+                        for d in node.decorator_list)
+            and not _lookup(node))  # fmt: skip
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+@functools.cache
+def functions() -> dict[Function, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function and method of the library (a function nested in another is part of
+    its body), by module and qualname."""
+    found = {}
+
+    def visit(module: str, body: list, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found[(module, prefix + node.name)] = node
+            elif isinstance(node, ast.ClassDef):
+                visit(module, node.body, f"{prefix}{node.name}.")
+
+    for module in library():
+        visit(module, _tree(module).body, "")
+    return found
+
+
+@functools.cache
+def _methods_by_name(top_level: bool = False) -> dict[str, frozenset[Function]]:
+    """name -> the library's methods of that name (or, with ``top_level``, its functions and
+    methods of that name: what an exercise's own name may already be in the library)."""
+    found: dict[str, set[Function]] = {}
+    for module, qualname in functions():
+        if top_level or "." in qualname:
+            found.setdefault(qualname.rsplit(".", 1)[-1], set()).add((module, qualname))
+    return {name: frozenset(f) for name, f in found.items()}
+
+
+def _resolve_bound(bound: dict[str, tuple], dotted: str, by_name: bool) -> set[Function]:
+    """The library functions a dotted name of a cell means, through the setup's imports;
+    with ``by_name``, ``obj.method`` on anything else means every method of that name."""
+    head, *rest = str(dotted).split(".")
+    where = bound.get(head)
+    if where is None:
+        return set(_methods_by_name().get(rest[-1], ())) if by_name and rest else set()
+    for part in rest:
+        where = _member(where, part) if where else None
+    return _as_functions(where)
+
+
+def _as_functions(where: tuple | None) -> set[Function]:
+    if where is None:
+        return set()
+    if where[0] == "function":
+        return {(where[1], where[2])}
+    if where[0] == "class":  # calling a class runs its constructor
+        return {(where[1], f"{where[2]}.{name}") for name in CONSTRUCTORS
+                if (where[1], f"{where[2]}.{name}") in functions()}  # fmt: skip
+    return set()
+
+
+def _closure(roots: frozenset[Function]) -> frozenset[Function]:
+    seen, todo = set(roots), list(roots)
+    while todo:
+        for callee in reaches(todo.pop()):
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return frozenset(seen)
+
+
+@functools.cache
+def reaches(function: Function) -> frozenset[Function]:
+    """What one function's body names, resolved in its module (its decorators and defaults
+    run at import time: see :func:`_import_time`)."""
+    module, qualname = function
+    node = functions().get(function)
+    if node is None:
+        return frozenset()
+    owner = qualname.rsplit(".", 1)[0] if "." in qualname else ""
+    local = _local_imports(module, node)
+    found: set[Function] = set()
+    for statement in node.body:
+        found |= _named(module, statement, local, owner)
+    return frozenset(found)
+
+
+def _named(module: str, tree: ast.AST, local: dict[str, tuple] | None = None,
+           owner: str = "") -> set[Function]:  # fmt: skip
+    """The library functions the expressions under ``tree`` name, in ``module``."""
+    found: set[Function] = set()
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            head = node.value
+            if isinstance(head, ast.Name) and head.id in ("self", "cls") and owner:
+                found |= _as_functions(_member(("class", module, owner), node.attr))
+                continue
+            where = _resolve_name(module, head, local) if dotted_name(head) else None
+            if where is not None and where[0] in ("module", "class"):
+                found |= _as_functions(_member(where, node.attr))
+            elif id(node) in calls and not node.attr.startswith("__"):
+                found |= _methods_by_name().get(node.attr, frozenset())
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found |= _as_functions(_resolve_name(module, node, local))
+    return found
+
+
+def _resolve_name(module: str, node: ast.expr, local: dict[str, tuple] | None) -> tuple | None:
+    """What a name or dotted chain of names means in ``module`` (or None)."""
+    parts = dotted_name(node).split(".")
+    where = (local or {}).get(parts[0]) or _member(("module", module), parts[0]) \
+        or _module_import(module, parts[0])  # fmt: skip
+    for part in parts[1:]:
+        where = _member(where, part) if where and where[0] in ("module", "class") else None
+    return where
+
+
+@functools.cache
+def _module_imports(module: str) -> dict[str, tuple]:
+    """``import helpers.x`` and ``import helpers.x as y`` at a module's top level."""
+    return _imports_in(module, _tree(module).body)
+
+
+def _module_import(module: str, name: str) -> tuple | None:
+    return _module_imports(module).get(name)
+
+
+def _local_imports(module: str, node: ast.AST) -> dict[str, tuple]:
+    """Imports inside a function's body (a library module imported late, against a cycle)."""
+    return _imports_in(module, [n for n in ast.walk(node)
+                                if isinstance(n, (ast.Import, ast.ImportFrom))])  # fmt: skip
+
+
+def _imports_in(module: str, statements: list) -> dict[str, tuple]:
+    bound: dict[str, tuple] = {}
+    for node in statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in library():
+                    name = alias.name if alias.asname else PACKAGE
+                    bound[alias.asname or PACKAGE] = ("module", name)
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, node)
+            if source in library():
+                for alias in node.names:
+                    member = _member(("module", source), alias.name)
+                    if member:
+                        bound[alias.asname or alias.name] = member
+    return bound
+
+
+@functools.cache
+def _import_time() -> frozenset[Function]:
+    """What the library calls while it is imported: calls in module-level statements and
+    class bodies, decorators, default values (a stub there would break the import itself).
+    A function only named there (a table of commands) runs later, if ever."""
+    found: set[Function] = set()
+
+    def called(module: str, tree: ast.AST, owner: str) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                found.update(_named(module, _callee(node), None, owner))
+
+    def visit(module: str, body: list, owner: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for part in node.decorator_list:
+                    found.update(_named(module, _callee(part), None, owner))
+                    called(module, part, owner)
+                for part in (*node.args.defaults, *filter(None, node.args.kw_defaults)):
+                    called(module, part, owner)
+            elif isinstance(node, ast.ClassDef):
+                for part in (*node.decorator_list, *node.bases, *node.keywords):
+                    called(module, part, owner)
+                visit(module, node.body, f"{owner}.{node.name}" if owner else node.name)
+            elif _is_main_guard(node):  # runs as a script, never on import
+                continue
+            elif not isinstance(node, (ast.Import, ast.ImportFrom)):
+                called(module, node, owner)
+
+    for module in library():
+        visit(module, _tree(module).body, "")
+    return frozenset(found)
+
+
+def _callee(node: ast.expr) -> ast.expr:
+    """What a call calls (a decorator without arguments is itself called)."""
+    return node.func if isinstance(node, ast.Call) else node
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) \
+        and "__main__" in ast.unparse(node.test)  # fmt: skip
