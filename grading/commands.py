@@ -13,7 +13,8 @@ import nbformat
 from grading import course, gradebook, grader, ingest, report, sandbox
 from grading.outputs import refresh_outputs
 from grading.release import RELEASE, ROOT, generate_release
-from grading.results import VERDICT, number
+from grading.results import number, shown_to_student, student_flags
+from grading.sandbox import Isolation
 from grading.submissions import CorruptNotebook, SubmittedNotebooks, parse
 
 
@@ -59,13 +60,14 @@ def limits(args: argparse.Namespace) -> sandbox.Limits:
     return sandbox.Limits.per_question(args.timeout, memory=args.memory << 20)
 
 
-def use_sandbox(args: argparse.Namespace, required: bool) -> bool:
-    """True to sandbox; False only with --unsafe, or for a learner's own ``check``."""
+def choose_isolation(args: argparse.Namespace, required: bool) -> Isolation:
+    """Bubblewrap; none only with --unsafe, or (not ``required``) for a learner's own
+    ``check`` where bubblewrap cannot start."""
     if args.unsafe:
         print("warning: --unsafe: student code runs without a sandbox", file=sys.stderr)
-        return False
+        return Isolation.NONE
     if sandbox.bwrap_works():
-        return True
+        return Isolation.BWRAP
     if required:
         raise sandbox.SandboxUnavailable(
             "bubblewrap (bwrap) is not available: install it (`make system-packages`), or pass "
@@ -73,7 +75,7 @@ def use_sandbox(args: argparse.Namespace, required: bool) -> bool:
         )
     print("note: no bubblewrap here; checking your own notebook without a sandbox",
           file=sys.stderr)  # fmt: skip
-    return False
+    return Isolation.NONE
 
 
 ORDINARY_USER = (
@@ -87,7 +89,7 @@ ORDINARY_USER = (
 
 def grade_command(args: argparse.Namespace) -> int:
     try:
-        isolated = use_sandbox(args, required=True)
+        isolation = choose_isolation(args, required=True)
     except sandbox.SandboxUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -96,7 +98,7 @@ def grade_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         print(f"error: cannot read assignment {args.assignment}: {error}", file=sys.stderr)
         return 2
-    if isolated and os.geteuid() != 0:
+    if isolation is Isolation.BWRAP and os.geteuid() != 0:
         print(ORDINARY_USER, file=sys.stderr)
     submitted = args.course / "submitted"
     submitted.mkdir(parents=True, exist_ok=True)
@@ -121,7 +123,7 @@ def grade_command(args: argparse.Namespace) -> int:
     # nbgrader's gradebook learns the assignment while the batch is graded
     registration = gradebook.Registration(assignment, args.course, args.source)
     results = grader.grade_batch(
-        assignment, args.course, roster, args.jobs, limits(args), isolated
+        assignment, args.course, roster, args.jobs, limits(args), isolation=isolation
     )
     manual = {}
     submitted = SubmittedNotebooks(args.course, assignment.name)  # read once, for both
@@ -192,22 +194,20 @@ def check_command(args: argparse.Namespace) -> int:
     name = args.assignment or args.notebook.stem
     try:
         source, scope = find_source(name, args.source, args.release)
-        isolated = use_sandbox(args, required=False)
+        isolation = choose_isolation(args, required=False)
         nb = parse(Path(args.notebook).read_bytes())
     except (FileNotFoundError, CorruptNotebook) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     assignment = course.load(name, source)
-    questions, flags = grader.grade_notebook(nb, assignment, limits(args), isolated)
+    questions, flags = grader.grade_notebook(nb, assignment, limits(args), isolation)
     print(f"{args.notebook}: {name}, {scope}")
-    for flag in flags:
+    for flag in student_flags(flags):
         print(f"  note: {flag}")
     width = max((len(q.grade_id) for q in questions), default=10)
     for q in questions:
         score = "-" if q.score is None else number(q.score)
-        verdict = VERDICT.get(q.status, q.status)
-        detail = f": {q.detail}" if q.detail and q.status != "hidden" else ""
-        print(f"  {q.grade_id:<{width}}  {score:>3}/{number(q.points):<3} {verdict}{detail}")
+        print(f"  {q.grade_id:<{width}}  {score:>3}/{number(q.points):<3} {shown_to_student(q)}")
     total = sum(q.score or 0 for q in questions)
     print(f"autograded: {number(total)}/{number(assignment.max_auto)}"
           + (f" (+{number(assignment.max_written)} graded by hand)"

@@ -1,5 +1,6 @@
-"""Grade a batch of submissions: pick and parse each student's notebook, run its answers in
-the sandbox, and store one result per student.
+"""Grade submissions: pick and parse a submission's notebook and run its answers in the
+sandbox (:func:`grade_submission`, which ``grade``'s batch and Gradescope both call), and
+store one result per student of a batch (:func:`grade_batch`).
 
 The course folder follows nbgrader's layout: ``submitted/<student>/<assignment>/`` in,
 ``grades/<assignment>/<student>.json`` out (written by this process only, atomically). A
@@ -65,7 +66,7 @@ def grade_notebook(
     nb: nbformat.NotebookNode,
     assignment: Assignment,
     limits: sandbox.Limits,
-    use_sandbox: bool,
+    isolation: sandbox.Isolation,
 ) -> tuple[list[QuestionResult], list[str]]:
     """Per-question results for one parsed notebook."""
     answers, flags = answers_and_flags(nb, assignment)
@@ -75,7 +76,7 @@ def grade_notebook(
                           e.references)
          for e in present],
         limits,
-        sandbox=use_sandbox,
+        sandbox=isolation,
     )  # fmt: skip
     by_test = {e.test_id: o for e, o in zip(present, outcomes, strict=True)}
     results = []
@@ -101,28 +102,31 @@ def zero(assignment: Assignment, status: str, detail: str) -> list[QuestionResul
     return auto + [QuestionResult(w.grade_id, w.points, None, "manual") for w in assignment.written]
 
 
-def grade_student(
-    student: str,
+def grade_submission(
+    folder: Path,
     assignment: Assignment,
-    submitted: Path,
     limits: sandbox.Limits,
-    use_sandbox: bool,
+    isolation: sandbox.Isolation,
+    student: str = "submission",
     key: str = "",
+    nested: bool = False,
 ) -> StudentResult:
-    """Grade ``submitted/<student>/<assignment>/``; never raises for a bad submission."""
-    folder = submitted / student / assignment.name
-    path, flags = pick_notebook(folder, assignment.notebook_name)
+    """Grade the notebook in one submission folder (``nested``: look in its subfolders when
+    its top has none); never raises for a bad submission: a missing, unreadable or corrupt
+    notebook scores 0, flagged with why."""
+    path, flags = pick_notebook(folder, assignment.notebook_name, nested)
     if path is None:
         questions = zero(assignment, "missing", "no notebook submitted")
         return StudentResult(student, assignment.name, questions, flags, "", key)
+    name = str(path.relative_to(folder))
     try:
         nb = parse(path.read_bytes())
-    except CorruptNotebook as error:
-        flags.append(f"corrupt notebook {path.name}: {error}")
+    except (OSError, CorruptNotebook) as error:
+        flags.append(f"corrupt notebook {name}: {error}")
         questions = zero(assignment, "corrupt", "the notebook could not be read")
-        return StudentResult(student, assignment.name, questions, flags, path.name, key)
-    questions, more = grade_notebook(nb, assignment, limits, use_sandbox)
-    return StudentResult(student, assignment.name, questions, flags + more, path.name, key)
+        return StudentResult(student, assignment.name, questions, flags, name, key)
+    questions, more = grade_notebook(nb, assignment, limits, isolation)
+    return StudentResult(student, assignment.name, questions, flags + more, name, key)
 
 
 def students_in(submitted: Path, assignment: str) -> list[str]:
@@ -137,11 +141,16 @@ def grade_batch(
     roster: Iterable[str] | None = None,
     jobs: int | None = None,
     limits: sandbox.Limits | None = None,
-    use_sandbox: bool = True,
+    *,
+    isolation: sandbox.Isolation,
     progress: bool = True,
 ) -> list[StudentResult]:
     """Grade every submission of ``assignment`` under ``course/submitted`` (resuming from
-    stored results), plus a zero for each roster student who submitted nothing."""
+    stored results), plus a zero for each roster student who submitted nothing.
+
+    A notebook is looked for at the top of each student's folder only: that is where the
+    ingest puts it, and a stored result is reused by those files alone
+    (:func:`submission_key`), so a nested one could be graded stale."""
     limits = limits or sandbox.Limits()
     submitted, results_dir = course / "submitted", course / "grades" / assignment.name
     roster_set = set(roster) if roster is not None else None
@@ -162,9 +171,10 @@ def grade_batch(
              unit="student", disable=not progress) as bar,
     ):  # fmt: skip
         futures = {
-            pool.submit(grade_student, s, assignment, submitted, limits, use_sandbox, key): s
+            pool.submit(grade_submission, submitted / s / assignment.name, assignment, limits,
+                        isolation, s, key): s
             for s, key in todo
-        }
+        }  # fmt: skip
         try:
             for future in as_completed(futures):
                 student = futures[future]

@@ -27,8 +27,14 @@ from pathlib import Path
 from grading import course, grader, release, sandbox
 from grading.course import Assignment
 from grading.release import SOURCE
-from grading.results import VERDICT, QuestionResult, StudentResult, number, write_atomically
-from grading.submissions import CorruptNotebook, parse, pick_notebook
+from grading.results import (
+    StudentResult,
+    number,
+    shown_to_student,
+    student_flags,
+    write_atomically,
+)
+from grading.sandbox import Isolation
 
 ROOT = Path("/autograder")
 CONFIG = "gradescope.json"
@@ -119,66 +125,17 @@ def bundle(
     return output
 
 
-def find_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
-    """The notebook to grade: at the top of the submission as ``grade`` picks it, else the
-    one notebook in a subfolder (an uploaded zip, a repository)."""
-    path, flags = pick_notebook(folder, expected)
-    if path is not None or not folder.is_dir():
-        return path, flags
-    nested = []
-    for top, dirs, files in os.walk(folder):  # not following links out of the submission
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED)
-        nested += [Path(top, f) for f in sorted(files) if f.endswith(".ipynb")]
-    nested = [p for p in nested if p.is_file() and not p.is_symlink()]
-    if not nested:
-        return None, flags
-    exact = [p for p in nested if p.name == expected]
-    if len(exact) == 1 and len(nested) == 1:
-        return exact[0], []
-    chosen = exact[0] if len(exact) == 1 else None
-    names = ", ".join(str(p.relative_to(folder)) for p in nested)
-    if chosen is None:
-        return None, [f"cannot tell which notebook to grade: found {names} "
-                      f"(submit one, named {expected})"]  # fmt: skip
-    return chosen, [f"graded {chosen.relative_to(folder)}, ignored the others ({names})"]
-
-
-def grade_submission(folder: Path, assignment: Assignment, limits: sandbox.Limits,
-                     isolated: bool) -> StudentResult:  # fmt: skip
-    """Grade the one submission in ``folder``; never raises for a bad submission."""
-    path, flags = find_notebook(folder, assignment.notebook_name)
-    if path is None:
-        questions = grader.zero(assignment, "missing", "no notebook submitted")
-        return StudentResult("submission", assignment.name, questions, flags)
-    name = str(path.relative_to(folder))
-    try:
-        nb = parse(path.read_bytes())
-    except (CorruptNotebook, OSError) as error:
-        flags.append(f"{name} could not be read as a notebook: {error}")
-        questions = grader.zero(assignment, "corrupt", "the notebook could not be read")
-        return StudentResult("submission", assignment.name, questions, flags, name)
-    questions, more = grader.grade_notebook(nb, assignment, limits, isolated)
-    return StudentResult("submission", assignment.name, questions, flags + more, name)
-
-
-def test_output(question: QuestionResult) -> str:
-    """What the student reads for one question: never a hidden test's detail."""
-    verdict = VERDICT.get(question.status, question.status)
-    if question.status in ("passed", "hidden") or question.detail in ("", verdict):
-        return verdict
-    return f"{verdict}: {question.detail}"
-
-
 def results(result: StudentResult, assignment: Assignment, note: str = "") -> dict:
-    """Gradescope's results.json for one graded submission. Written answers are not in
-    ``tests``: they are graded by hand (a Gradescope manual question each), and the output
-    says so."""
+    """Gradescope's results.json for one graded submission: what the student may see of it
+    (:func:`results.shown_to_student`, :func:`results.student_flags`). Written answers are
+    not in ``tests``: they are graded by hand (a Gradescope manual question each), and the
+    output says so."""
     tests = []
     for index, q in enumerate((q for q in result.questions if q.score is not None), 1):
         tests.append({
             "name": q.grade_id, "number": str(index), "score": q.score,
             "max_score": q.points, "status": "passed" if q.status == "passed" else "failed",
-            "output": test_output(q), "visibility": "visible",
+            "output": shown_to_student(q), "visibility": "visible",
         })  # fmt: skip
     lines = [f"{assignment.name}: {number(result.score)} of "
              f"{number(result.max_auto)} points autograded."]  # fmt: skip
@@ -186,13 +143,14 @@ def results(result: StudentResult, assignment: Assignment, note: str = "") -> di
     if written:
         ids = ", ".join(f"{q.grade_id} ({number(q.points)})" for q in written)
         lines.append(f"Written answers, graded by hand and not included here: {ids}.")
-    lines += [f"Note: {flag}" for flag in result.flags]
+    flags = student_flags(result.flags)  # the others are in the log (stdout), hidden
+    lines += [f"Note: {flag}" for flag in flags]
     return {
         "score": result.score,
         "output": "\n".join(lines + ([note] if note else [])),
         "stdout_visibility": "hidden",  # the grader's log is for the instructor
         "tests": tests,
-        "extra_data": {"file": result.file, "flags": result.flags,
+        "extra_data": {"file": result.file, "flags": flags,
                        "written": {q.grade_id: q.points for q in written}},  # fmt: skip
     }
 
@@ -214,6 +172,14 @@ def unprivileged_import_fails(python: str = sys.executable) -> str:
     except (OSError, subprocess.SubprocessError) as error:
         return repr(error)
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def isolation_here() -> Isolation:
+    """Gradescope's isolation: bubblewrap where it starts; in a Docker container that
+    forbids its namespaces, as root, the tester and answer as users of their own."""
+    if sandbox.bwrap_works():
+        return Isolation.BWRAP
+    return Isolation.USERS if os.geteuid() == 0 else Isolation.NONE
 
 
 def run(root: Path = ROOT) -> int:
@@ -238,12 +204,11 @@ def run(root: Path = ROOT) -> int:
         # results root's only (the answer and tester become users of their own)
         solutions.chmod(0o700)
         out.parent.chmod(0o755)
-    isolated = sandbox.bwrap_works()
-    if not isolated:
-        sandbox.USERS_WITHOUT_SANDBOX = True
+    isolation = isolation_here()
+    if isolation is not Isolation.BWRAP:
         print("note: bubblewrap cannot start here; student code runs without it"
-              + (", as users of its own" if os.geteuid() == 0 else ", as this user"))
-        problem = os.geteuid() == 0 and unprivileged_import_fails()
+              + (", as users of its own" if isolation is Isolation.USERS else ", as this user"))
+        problem = isolation is Isolation.USERS and unprivileged_import_fails()
         if problem:  # else every question would fail as "the setup cell failed"
             print(f"error: an unprivileged user cannot run this Python: {problem}")
             write_atomically(out, json.dumps(failure(
@@ -251,8 +216,11 @@ def run(root: Path = ROOT) -> int:
                 "an unprivileged user): tell your instructor.")))  # fmt: skip
             return 1
     try:
-        result = grade_submission(root / "submission", assignment, limits, isolated)
+        result = grader.grade_submission(root / "submission", assignment, limits, isolation,
+                                         nested=True)  # fmt: skip
         data = results(result, assignment)
+        for flag in result.flags:  # all of them, for the instructor: stdout is hidden
+            print(f"flag: {flag}")
     except Exception as error:  # noqa: BLE001 - the grader's own failure, not the student's
         print(f"error: the grader failed: {error!r}")
         data = failure("The autograder failed on this submission: tell your instructor.")

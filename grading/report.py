@@ -1,5 +1,6 @@
-"""What a batch produces for people: the grades CSV, the instructor's summary with a plot,
-and each student's feedback page (which never shows hidden tests)."""
+"""What a batch produces for people: the grades CSV, the instructor's summary with a plot
+(every flag), and each student's feedback page (which never shows hidden tests, nor an
+instructor-only flag: :func:`results.shown_to_student`, :func:`results.student_flags`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from grading.course import Assignment
-from grading.results import VERDICT, StudentResult, number, write_atomically
+from grading.results import StudentResult, number, student_flags, verdict, write_atomically
 from grading.submissions import SubmittedNotebooks, graded_notebook
 
 ATTENTION = {"timeout", "limit", "crash", "corrupt", "missing", "setup"}
@@ -158,11 +159,12 @@ def feedback_notebook(
               f"{number(assignment.max_auto)}; written answers "
               f"({number(assignment.max_written)} points) are graded by hand.", "",
               "| question | score | result |", "|---|---|---|"]  # fmt: skip
-    for q in result.questions:
+    for q in result.questions:  # the verdict only: the details are under each test cell
         header.append(f"| {q.grade_id} | {number(q.score) or '–'} / {number(q.points)} "
-                      f"| {html.escape(VERDICT.get(q.status, q.status))} |")  # fmt: skip
-    if result.flags:
-        header += ["", "Notes:", *(f"- {html.escape(f)}" for f in result.flags)]
+                      f"| {html.escape(verdict(q.status))} |")  # fmt: skip
+    flags = student_flags(result.flags)
+    if flags:
+        header += ["", "Notes:", *(f"- {html.escape(f)}" for f in flags)]
     summary_cell = nbformat.v4.new_markdown_cell("\n".join(header))
     summary_cell.id = "feedback-summary"  # fixed, so a rerun writes the same page
     nb.cells.insert(0, summary_cell)

@@ -1,5 +1,6 @@
 """A graded submission's record: each question's result, stored as JSON and read back, and
-how a result reads to people (the verdict of each status, a score as a number).
+how a result reads to people (the verdict of each status, a score as a number, and what of
+it the student sees: :func:`shown_to_student`, :func:`student_flags`).
 
 Written by the grader (``grades/<assignment>/<student>.json``), read by the records
 (reports, the gradebook) and the commands; every file the grader writes is written
@@ -27,6 +28,13 @@ VERDICT = {
     "setup": "the setup cell failed (tell your instructor)",
     "manual": "graded by hand",
 }
+# A question's detail the student never reads: a hidden test's failure (it would tell the
+# hidden test) and a pass (it has nothing to say).
+NO_DETAIL = {"passed", "hidden"}
+# A flag for the instructor's records only (grades.csv, reasons, the summary, the batch's
+# output), never for the student's feedback, Gradescope's results or `check`: make one
+# with :func:`instructor_only`.
+INSTRUCTOR_ONLY = "instructor only: "
 
 
 @dataclass
@@ -83,6 +91,30 @@ def write_atomically(path: Path, text: str) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
+
+
+def verdict(status: str) -> str:
+    return VERDICT.get(status, status)
+
+
+def shown_to_student(question: QuestionResult, between: str = ": ") -> str:
+    """What the student reads of one question, wherever they read it: its verdict, then
+    (after ``between``) its detail, unless the status hides it (:data:`NO_DETAIL`) or
+    the detail only repeats the verdict."""
+    said = verdict(question.status)
+    if question.status in NO_DETAIL or question.detail in ("", said):
+        return said
+    return f"{said}{between}{question.detail}"
+
+
+def instructor_only(flag: str) -> str:
+    """``flag`` marked for the instructor's records alone (see :data:`INSTRUCTOR_ONLY`)."""
+    return INSTRUCTOR_ONLY + flag
+
+
+def student_flags(flags: list[str]) -> list[str]:
+    """The flags a student may read: all but the instructor-only ones."""
+    return [flag for flag in flags if not flag.startswith(INSTRUCTOR_ONLY)]
 
 
 def number(value: float | None) -> str:

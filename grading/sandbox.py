@@ -11,12 +11,17 @@ the sandbox as sources in the job (:mod:`grading.stubs`): the tester's real, the
 with the references stubbed, and the hidden tests only in the tester's part. Limits on CPU time,
 memory, file and output size, processes and wall-clock time are set per question by the
 runner (:mod:`grading.sandbox_runner`) before any student code runs.
+
+How far student code is kept from the grader is one :class:`Isolation`, chosen by the
+command that grades: bubblewrap; without it, as root, the tester and answer as users of
+their own (Gradescope's Docker forbids bubblewrap's namespaces); or none (``--unsafe``).
 """
 
 from __future__ import annotations
 
 import ast
 import atexit
+import enum
 import json
 import os
 import secrets
@@ -55,6 +60,18 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or does not work here, and --unsafe was not given."""
 
 
+class Isolation(enum.Enum):
+    """How student code is kept from the grader: chosen once, by the command that grades
+    (``grade``, ``check``, Gradescope's ``run``), and passed down to :func:`run`."""
+
+    BWRAP = "bubblewrap"  # the sandbox; as root, the tester and answer are users of their own
+    USERS = "separate users"  # no bubblewrap (a Docker container forbids its namespaces),
+    # as root: the tester and answer still run as users of their own
+    NONE = "none"  # --unsafe, or a learner's own check without bubblewrap: as this user
+
+    def __bool__(self) -> bool:  # every member is isolation of some kind: say which
+        raise TypeError("an Isolation is not a bool: compare it with Isolation.BWRAP, "
+                        "Isolation.USERS or Isolation.NONE")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -189,16 +206,22 @@ GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and
 
 
 def run(
-    questions: list[Question], limits: Limits = Limits(), sandbox: bool = True
+    questions: list[Question], limits: Limits = Limits(), *, sandbox: Isolation
 ) -> list[Outcome]:
-    """Run every question of one submission; one Outcome per question, in order.
+    """Run every question of one submission, isolated as ``sandbox`` says; one Outcome per
+    question, in order.
 
     Each call gets a fresh zygote, forked from this thread's warm template (started once,
     see :class:`_Template`). When the zygote dies or stops mid-question (the answer killed or
     stopped its parent), that question is lost and a fresh zygote runs the rest."""
+    if not isinstance(sandbox, Isolation):
+        raise TypeError(f"sandbox must be one of {', '.join(map(str, Isolation))}, "
+                        f"not {sandbox!r}")  # fmt: skip
+    if sandbox is Isolation.USERS and os.geteuid() != 0:
+        raise SandboxUnavailable("running student code as users of its own needs root")
     if not questions:
         return []
-    if sandbox and not shutil.which("bwrap"):
+    if sandbox is Isolation.BWRAP and not shutil.which("bwrap"):
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
     nonces = [secrets.token_hex(16) for _ in questions]
     zygote_nonce = secrets.token_hex(16)
@@ -239,17 +262,18 @@ def _run_zygote(
     zygote_nonce: str,
     first: int,
     limits: Limits,
-    sandbox: bool,
+    isolation: Isolation,
 ) -> tuple[list[dict], bool]:
     """One sandbox running questions ``first`` onwards: its report records, and whether it
     was stopped for making no progress."""
     uids = None
-    if (sandbox or USERS_WITHOUT_SANDBOX) and os.geteuid() == 0:
+    if isolation is not Isolation.NONE and os.geteuid() == 0:
         with _uids_lock:
             base = _uids_free.pop()
         uids = {"tester": base, "answer": base + 1}
     try:
-        return _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids)
+        sandboxed = isolation is Isolation.BWRAP
+        return _run_as(questions, nonces, zygote_nonce, first, limits, sandboxed, uids)
     finally:
         if uids is not None:
             with _uids_lock:
@@ -410,10 +434,10 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
     return job, bytes(private)
 
 
-def _run_as(questions, nonces, zygote_nonce, first, limits, sandbox, uids):
+def _run_as(questions, nonces, zygote_nonce, first, limits, sandboxed, uids):
     job, private = _job(questions, nonces, zygote_nonce, first, limits, uids)
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
-        template = _checkout(sandbox, limits, uids is not None)
+        template = _checkout(sandboxed, limits, uids is not None)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import nbformat
 from nbformat.validator import normalize
 
 from grading.course import Assignment, meta
-from grading.results import VERDICT, StudentResult, number
+from grading.results import StudentResult, number, shown_to_student
 
 MAX_NOTEBOOK_BYTES = 50 << 20
 
@@ -60,9 +61,17 @@ def with_cell_ids(text: str) -> str:
     return json.dumps(data)
 
 
-def pick_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
-    """The notebook to grade in a student's assignment folder, and flags about the choice."""
+def pick_notebook(
+    folder: Path, expected: str, nested: bool = False
+) -> tuple[Path | None, list[str]]:
+    """The notebook to grade in a submission folder, and flags about the choice: the one
+    named ``expected`` at its top, else the newest there; with ``nested`` and none at the
+    top, the one notebook in its subfolders (an uploaded zip, a repository)."""
     found = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.is_symlink())
+    if not found and nested and folder.is_dir():
+        chosen, flags = _nested_notebook(folder, expected)
+        if chosen is not None or flags:
+            return chosen, flags
     if not found:
         others = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         extra = f" (found: {', '.join(others[:5])})" if others else ""
@@ -76,6 +85,26 @@ def pick_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
         others = ", ".join(p.name for p in found if p != chosen)
         flags.append(f"duplicate submission: graded {chosen.name}, ignored {others}")
     return chosen, flags
+
+
+def _nested_notebook(folder: Path, expected: str) -> tuple[Path | None, list[str]]:
+    """The one notebook under ``folder``'s subfolders (or the one named ``expected``, with
+    a flag); None and no flag when there is none."""
+    nested = []
+    for top, dirs, files in os.walk(folder):  # not following links out of the submission
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        nested += [Path(top, f) for f in sorted(files) if f.endswith(".ipynb")]
+    nested = [p for p in nested if p.is_file() and not p.is_symlink()]
+    if not nested:
+        return None, []
+    exact = [p for p in nested if p.name == expected]
+    if len(exact) == 1 and len(nested) == 1:
+        return exact[0], []
+    names = ", ".join(str(p.relative_to(folder)) for p in nested)
+    if len(exact) != 1:
+        return None, [f"cannot tell which notebook to grade: found {names} "
+                      f"(submit one, named {expected})"]  # fmt: skip
+    return exact[0], [f"graded {exact[0].relative_to(folder)}, ignored the others ({names})"]
 
 
 class SubmittedNotebooks:
@@ -129,8 +158,7 @@ def graded_notebook(
             cell.source = full[grade_id]
         if cell.cell_type == "code" and grade_id in by_id:
             q = by_id[grade_id]
-            text = f"{number(q.score)} / {number(q.points)}: {VERDICT.get(q.status, q.status)}"
-            if q.detail and q.status != "hidden":
-                text += f"\n{q.detail}"
+            shown = shown_to_student(q, between="\n")
+            text = f"{number(q.score)} / {number(q.points)}: {shown}"
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
     return nb

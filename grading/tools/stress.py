@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: bubblewrap is not available (make system-packages), or pass --unsafe",
               file=sys.stderr)  # fmt: skip
         return 2
+    isolation = sandbox.Isolation.NONE if args.unsafe else sandbox.Isolation.BWRAP
     assignment = course.load(args.assignment, args.source)
     nb = honest_notebook(assignment, args.source)
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 folder.mkdir(parents=True)
                 nbformat.write(nb, folder / assignment.notebook_name)
             results = grader.grade_batch(assignment, Path(tmp), jobs=args.jobs,
-                                         use_sandbox=not args.unsafe, progress=False)
+                                         isolation=isolation, progress=False)
     finally:
         for loop in loops:
             loop.kill()

@@ -53,7 +53,7 @@ def batch(demo, tmp_path_factory):
     submit(course_dir, "cheat", NAME, cheat)
     roster = ["corrupt", "garbage", "renamed", "nonotebook", "twice", "deleted", "cheat",
               "absent"]  # fmt: skip
-    results = grader.grade_batch(demo["assignment"], course_dir, roster, use_sandbox=SANDBOX,
+    results = grader.grade_batch(demo["assignment"], course_dir, roster, isolation=SANDBOX,
                                  progress=False)  # fmt: skip
     paths = report.write_reports(results, demo["assignment"], course_dir)
     return {r.student: r for r in results}, paths

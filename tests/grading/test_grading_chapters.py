@@ -22,7 +22,7 @@ def test_chapter_round_trip(chapter, tmp_path):
     submit(tmp_path, "perfect", chapter, fill(release, solutions_of(SOURCE, chapter)))
     submit(tmp_path, "blank", chapter, release)
     results = {r.student: r for r in grader.grade_batch(
-        assignment, tmp_path, use_sandbox=SANDBOX, progress=False)}  # fmt: skip
+        assignment, tmp_path, isolation=SANDBOX, progress=False)}  # fmt: skip
     assert results["perfect"].score == assignment.max_auto, results["perfect"].questions
     assert not [q for q in results["blank"].questions if q.status == "passed"]
     assert results["blank"].score == 0

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_support import SANDBOX, fill, hidden_lines, release_of
+from grading_support import BWRAP, fill, hidden_lines, release_of
 
 from grading import course, gradescope
 from grading.release import RELEASE, ROOT, SOURCE
-from grading.results import VERDICT, QuestionResult, StudentResult
+from grading.results import VERDICT, QuestionResult, StudentResult, instructor_only
 
 CHAPTER = "02_bytes"  # the quickest real chapter to grade
 TESTS = ["ch02_weight_bytes_test", "ch02_kv_bytes_per_token_test", "ch02_kv_cache_bytes_test",
@@ -157,7 +157,7 @@ os._exit(0)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["sandbox", "no-bwrap"] if SANDBOX else ["no-bwrap"])
+@pytest.mark.parametrize("mode", ["sandbox", "no-bwrap"] if BWRAP else ["no-bwrap"])
 def test_hostile(autograder_zip, tmp_path, mode, shared_python):
     """An answer cell that forges results and exits costs its own question only, with or
     without bubblewrap (Gradescope's Docker forbids its namespaces: a ``bwrap`` that fails,
@@ -213,15 +213,19 @@ def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
         assert json.dumps(line)[1:-1] not in text, line
 
 
-def test_hidden_detail_never_shown():
-    """Whatever detail a hidden failure carries stays out of results.json."""
+def test_hidden_detail_and_instructor_flags_never_shown():
+    """Whatever detail a hidden failure carries, and an instructor-only flag, stay out of
+    results.json; the student's own flags are in its output."""
     assignment = course.load(CHAPTER, SOURCE)
     questions = [QuestionResult(TESTS[0], 2.0, 0.0, "hidden", "assert secret == 42"),
                  QuestionResult(TESTS[1], 2.0, 0.0, "failed", "expected 7, got 8"),
                  QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip
-    result = StudentResult("s", CHAPTER, questions)
+    flags = ["wrong file name: mine.ipynb (expected 02_bytes.ipynb)",
+             instructor_only("ch02_weight_bytes matches helpers.memory.weight_bytes")]
+    result = StudentResult("s", CHAPTER, questions, flags)
     data = gradescope.results(result, assignment)
-    assert "secret" not in json.dumps(data)
+    assert "secret" not in json.dumps(data) and "matches" not in json.dumps(data)
+    assert f"Note: {flags[0]}" in data["output"] and data["extra_data"]["flags"] == flags[:1]
     assert [t["output"] for t in data["tests"]] == [VERDICT["hidden"],
                                                     "failed: expected 7, got 8"]  # fmt: skip
     assert data["score"] == 0.0 and [t["max_score"] for t in data["tests"]] == [2.0, 2.0]
@@ -234,7 +238,7 @@ NONE = "no answer found: no notebook submitted"
     ({}, "missing notebook: no 02_bytes.ipynb", NONE),
     ({"notes.txt": b"my answers are in my head"}, "missing notebook: no 02_bytes.ipynb "
                                                    "(found: notes.txt)", NONE),
-    ({"02_bytes.ipynb": b'{"cells": [tru'}, "02_bytes.ipynb could not be read as a notebook",
+    ({"02_bytes.ipynb": b'{"cells": [tru'}, "corrupt notebook 02_bytes.ipynb: NotJSONError",
      "the notebook could not be read"),
     ({"a/02_bytes.ipynb": b"{}", "b/02_bytes.ipynb": b"{}"},
      "cannot tell which notebook to grade: found a/02_bytes.ipynb, b/02_bytes.ipynb", NONE),

@@ -17,6 +17,7 @@ import pytest
 from grading_fixture import EXERCISES, SETUP, with_hidden_tests
 
 from grading import release, sandbox
+from grading.sandbox import Isolation
 
 _, HONEST, _, VISIBLE, HIDDEN = EXERCISES["ch99_square"]
 HONEST = "def square(n):\n    return n * n"
@@ -107,16 +108,33 @@ def each_then_honest(names: list[str]) -> list[sandbox.Question]:
     return questions
 
 
+def test_the_isolation_is_named_never_a_bool():
+    """An Isolation says which; a bool (what `sandbox=` took before) is refused, not read as
+    some isolation, and a member cannot be tested for truth."""
+    with pytest.raises(TypeError, match="must be one of Isolation.BWRAP, .*, not True"):
+        sandbox.run([question(HONEST)], LIMITS, sandbox=True)
+    with pytest.raises(TypeError, match="not a bool"):
+        bool(Isolation.NONE)
+    assert Isolation("separate users") is Isolation.USERS
+
+
+@pytest.mark.skipif(ROOT, reason="root may switch users (test_grading_unprivileged.py runs "
+                    "this as an ordinary user)")  # fmt: skip
+def test_users_of_their_own_need_root():
+    with pytest.raises(sandbox.SandboxUnavailable, match="needs root"):
+        sandbox.run([question(HONEST)], LIMITS, sandbox=Isolation.USERS)
+
+
 @pytest.fixture(scope="module")
 def sandboxed() -> dict[str, tuple[sandbox.Outcome, sandbox.Outcome]]:
     names = list(ATTACKS)
-    results = sandbox.run(each_then_honest(names), LIMITS, sandbox=True)
+    results = sandbox.run(each_then_honest(names), LIMITS, sandbox=Isolation.BWRAP)
     return {n: (results[2 * i], results[2 * i + 1]) for i, n in enumerate(names)}
 
 
 @pytest.fixture(scope="module")
 def unsafe() -> dict[str, tuple[sandbox.Outcome, sandbox.Outcome]]:
-    results = sandbox.run(each_then_honest(UNSAFE_TOO), LIMITS, sandbox=False)
+    results = sandbox.run(each_then_honest(UNSAFE_TOO), LIMITS, sandbox=Isolation.NONE)
     return {n: (results[2 * i], results[2 * i + 1]) for i, n in enumerate(UNSAFE_TOO)}
 
 
@@ -153,13 +171,14 @@ APART = ("import os, tempfile\nip = get_ipython()\nmine = [ip.ipython_dir, os.ge
          "assert square(3) == 9\n")  # fmt: skip
 
 
-@pytest.mark.parametrize("isolated", [True, False], ids=["sandboxed", "unsafe"])
-def test_answer_and_tester_share_no_ipython_home_history_or_folders(isolated):
+@pytest.mark.parametrize("isolation", [Isolation.BWRAP, Isolation.NONE],
+                         ids=["sandboxed", "unsafe"])  # fmt: skip
+def test_answer_and_tester_share_no_ipython_home_history_or_folders(isolation):
     """Each process has its own IPython directory, an in-memory history, and its own home,
     working and temporary folders (a shared history.sqlite let the two race IPython's
     corrupt-database rename and kill honest answers at random)."""
     q = sandbox.Question("import os", WHERE, APART, APART, ("where", "square"))
-    (outcome,) = sandbox.run([q], sandbox.Limits(wall_s=30), sandbox=isolated)
+    (outcome,) = sandbox.run([q], sandbox.Limits(wall_s=30), sandbox=isolation)
     assert outcome.passed, outcome
 
 
@@ -234,7 +253,7 @@ def test_answer_cannot_write_outside_the_sandbox_or_reach_the_host_by_loopback(h
         port = server.getsockname()[1]
         questions = [question(writes_outside(host)), question(HONEST),
                      question(connects_to(port)), question(HONEST)]  # fmt: skip
-        outcomes = sandbox.run(questions, LIMITS, sandbox=True)
+        outcomes = sandbox.run(questions, LIMITS, sandbox=Isolation.BWRAP)
         assert [o.status for o in outcomes] == ["failed", "passed", "passed", "passed"], outcomes
         assert not accepted(server)
     finally:
@@ -250,7 +269,7 @@ def test_without_the_sandbox_the_loopback_probe_connects():
     server = listener()
     try:
         questions = [question(connects_to(server.getsockname()[1]))]
-        (outcome,) = sandbox.run(questions, LIMITS, sandbox=False)
+        (outcome,) = sandbox.run(questions, LIMITS, sandbox=Isolation.NONE)
         assert outcome.status == "failed", outcome
         assert accepted(server)
     finally:
@@ -302,10 +321,10 @@ def test_a_reused_template_carries_no_student_work_into_the_next_submission():
     do not hold the first one's answers anywhere in memory, while a later question of the
     same submission does find an earlier one's (the probe has teeth: each zygote holds
     its own submission's job)."""
-    first = sandbox.run([question(marked("alice"))], LIMITS)
+    first = sandbox.run([question(marked("alice"))], LIMITS, sandbox=Isolation.BWRAP)
     warm = template()
     second = sandbox.run([probe("alice", False), question(marked("bob")), probe("bob", True)],
-                         LIMITS)  # fmt: skip
+                         LIMITS, sandbox=Isolation.BWRAP)  # fmt: skip
     assert [o.status for o in first + second] == ["passed"] * 4, first + second
     assert template() is warm and warm.alive()
 
@@ -319,12 +338,12 @@ IPC_EMPTY = ("assert len(open('/proc/sysvipc/shm').read().splitlines()) == 1\n"
 def test_a_submission_that_leaves_state_behind_gets_the_next_one_a_fresh_sandbox():
     """A System V shared memory segment outlives its process: the template sees it after
     the submission, ends, and the next submission runs in a fresh sandbox without it."""
-    sandbox.run([question(HONEST)], LIMITS)
+    sandbox.run([question(HONEST)], LIMITS, sandbox=Isolation.BWRAP)
     warm = template()
-    (left,) = sandbox.run([question(SHARED_MEMORY + HONEST)], LIMITS)
+    (left,) = sandbox.run([question(SHARED_MEMORY + HONEST)], LIMITS, sandbox=Isolation.BWRAP)
     assert left.passed, left
     assert not warm.alive()
     (after,) = sandbox.run([sandbox.Question(SETUP, HONEST, IPC_EMPTY, IPC_EMPTY, ("square",))],
-                           LIMITS)  # fmt: skip
+                           LIMITS, sandbox=Isolation.BWRAP)  # fmt: skip
     assert after.passed, after
     assert template() is not warm

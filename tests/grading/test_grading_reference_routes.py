@@ -23,6 +23,7 @@ from grading_support import needs_bwrap
 
 from grading import course, sandbox
 from grading.release import SOURCE
+from grading.sandbox import Isolation
 
 CHAPTER, ANSWER = "02_bytes", "ch02_weight_bytes"
 REFERENCE = "helpers.memory.weight_bytes"
@@ -116,18 +117,19 @@ def exercise() -> tuple[course.Assignment, course.Exercise]:
     return assignment, found
 
 
-def grade(exercise, answers: list[str], stubbed: bool, isolated: bool) -> list[sandbox.Outcome]:
+def grade(exercise, answers: list[str], stubbed: bool,
+          isolation: Isolation) -> list[sandbox.Outcome]:  # fmt: skip
     assignment, ex = exercise
     references = ex.references if stubbed else ()
     questions = [sandbox.Question(assignment.setup, a, ex.visible, ex.full, ex.names,
                                   references) for a in answers]  # fmt: skip
-    return sandbox.run(questions, LIMITS, sandbox=isolated)
+    return sandbox.run(questions, LIMITS, sandbox=isolation)
 
 
 @pytest.fixture(scope="module")
 def controls(exercise) -> dict[str, sandbox.Outcome]:
     """Each route where the reference is real: without the sandbox, nothing stubbed."""
-    return dict(zip(ROUTES, grade(exercise, [answer(r) for r in ROUTES], False, False),
+    return dict(zip(ROUTES, grade(exercise, [answer(r) for r in ROUTES], False, Isolation.NONE),
                     strict=True))  # fmt: skip
 
 
@@ -138,7 +140,7 @@ def test_each_route_reaches_the_reference_where_it_is_real(controls, route):
 
 @pytest.fixture(scope="module")
 def sandboxed(exercise) -> dict[str, sandbox.Outcome]:
-    return dict(zip(ROUTES, grade(exercise, [answer(r) for r in ROUTES], True, True),
+    return dict(zip(ROUTES, grade(exercise, [answer(r) for r in ROUTES], True, Isolation.BWRAP),
                     strict=True))  # fmt: skip
 
 
@@ -154,7 +156,7 @@ def test_every_route_ends_at_the_stub(sandboxed, route):
 @pytest.fixture(scope="module")
 def unsafe(exercise) -> dict[str, sandbox.Outcome]:
     routes = [r for r in ROUTES if r not in FILE_ROUTES]
-    return dict(zip(routes, grade(exercise, [answer(r) for r in routes], True, False),
+    return dict(zip(routes, grade(exercise, [answer(r) for r in routes], True, Isolation.NONE),
                     strict=True))  # fmt: skip
 
 
@@ -263,13 +265,15 @@ def canary_question(canary: str, planted_by_answer: bool, others: bool) -> sandb
 
 # Without the sandbox (as root) the answer may read the tester's memory: there it scans
 # its own process only.
-@pytest.mark.parametrize("isolated", [
-    pytest.param(True, marks=needs_bwrap, id="sandboxed"), pytest.param(False, id="unsafe")])
-def test_the_answer_process_holds_no_hidden_test(isolated):
+@pytest.mark.parametrize("isolation", [
+    pytest.param(Isolation.BWRAP, marks=needs_bwrap, id="sandboxed"),
+    pytest.param(Isolation.NONE, id="unsafe")])  # fmt: skip
+def test_the_answer_process_holds_no_hidden_test(isolation):
     canary = "CANARY_" + secrets.token_hex(16)
-    control, scan = sandbox.run([canary_question(canary, True, isolated),
-                                 canary_question(canary, False, isolated)],
-                                LIMITS, sandbox=isolated)  # fmt: skip
+    others = isolation is Isolation.BWRAP
+    control, scan = sandbox.run([canary_question(canary, True, others),
+                                 canary_question(canary, False, others)],
+                                LIMITS, sandbox=isolation)  # fmt: skip
     # the control: the scanner sees what is in its own process
     assert control.status == "failed" and "'gc'" in control.detail, control
     assert scan.passed, scan

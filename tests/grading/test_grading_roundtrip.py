@@ -39,7 +39,7 @@ def graded(demo, tmp_path_factory):
     submit(course_dir, "warns", NAME,
            fill(release, demo_answers(all_right) | {"ch99_square": warning}))  # fmt: skip
     source_before = tree_digest(demo["source"])
-    results = grader.grade_batch(demo["assignment"], course_dir, use_sandbox=SANDBOX,
+    results = grader.grade_batch(demo["assignment"], course_dir, isolation=SANDBOX,
                                  progress=False)  # fmt: skip
     paths = report.write_reports(results, demo["assignment"], course_dir)
     return {"dir": course_dir, "results": {r.student: r for r in results}, "paths": paths,
@@ -93,7 +93,7 @@ def test_feedback_holds_no_hidden_test(graded, demo):
 
 def test_rerun_is_idempotent_and_instructor_files_unchanged(graded, demo):
     before = tree_digest(graded["dir"])
-    results = grader.grade_batch(demo["assignment"], graded["dir"], use_sandbox=SANDBOX,
+    results = grader.grade_batch(demo["assignment"], graded["dir"], isolation=SANDBOX,
                                  progress=False)  # fmt: skip
     report.write_reports(results, demo["assignment"], graded["dir"])
     assert tree_digest(graded["dir"]) == before
@@ -104,7 +104,7 @@ def test_interrupted_batch_resumes(graded, demo):
     grades = graded["dir"] / "grades" / NAME
     kept = (grades / "perfect.json").stat().st_mtime_ns
     (grades / "partial.json").unlink()  # as if the batch stopped before this student
-    results = grader.grade_batch(demo["assignment"], graded["dir"], use_sandbox=SANDBOX,
+    results = grader.grade_batch(demo["assignment"], graded["dir"], isolation=SANDBOX,
                                  progress=False)  # fmt: skip
     assert {r.student: r.score for r in results}["partial"] == 4
     assert (grades / "partial.json").is_file()

@@ -2,9 +2,10 @@
 usually not root. Run as root, this test runs the grader's own tests again as a user of no
 account (uid 65534), with and without bubblewrap: scores and the instructor's files left
 byte-identical (the round trip), isolation between submissions and a killed zygote costing
-one question (the attacks), no route to a reference nor to a hidden test, and the note
-``grade`` prints once on what an ordinary user loses (the command line). Each of those
-files already expects what an ordinary user gets where it differs from root (one user for
+one question (the attacks), no route to a reference nor to a hidden test, the note
+``grade`` prints once on what an ordinary user loses (the command line), a notebook it
+cannot read graded as a corrupt one and users of their own refused without root. Each of
+those files already expects what an ordinary user gets where it differs from root (one user for
 the answer and the tester, so an answer can kill its zygote and costs only that question).
 
 Run as an ordinary user, those files run as that user in this same session, and this one
@@ -25,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 SUITES = ["tests/grading/test_grading_roundtrip.py", "tests/grading/test_grading_isolation.py",
           "tests/grading/test_grading_reference_routes.py",
-          "tests/grading/test_grading_cell_ids.py"]  # fmt: skip
+          "tests/grading/test_grading_cell_ids.py",
+          "tests/grading/test_grading_submissions.py"]  # fmt: skip
 
 
 @pytest.mark.slow
