@@ -63,8 +63,6 @@ from copydetect.utils import filter_code, get_token_coverage, winnow
 
 from grading import course, stubs
 
-_AST = stubs._AST  # CPython 3.11's ast is not thread-safe: the lock grading/stubs.py takes
-
 # Calibration (python -m grading.tools.copies_calibration; copydetect 0.5.0): the 41 model
 # solutions of the 10 chapters against the 614 functions and methods of helpers, each with
 # its released cell as boilerplate; and the 182 of those functions whose body holds >= 8
@@ -185,7 +183,7 @@ def normalise(source: object) -> str | None:
     numbers; None when it cannot be parsed (see the module's docstring)."""
     if not isinstance(source, str) or not source.strip() or len(source) > MAX_CHARS:
         return None
-    with _AST:
+    with stubs.AST_LOCK:
         try:
             tree = _parse(source)
             if tree is None:
@@ -218,7 +216,7 @@ def fingerprint(name: str, source: str, boilerplate: frozenset[int] = frozenset(
     if text is None:
         return None
     try:
-        with _AST:
+        with stubs.AST_LOCK:
             count = statements(ast.parse(text))
         printed = _winnowed(name, text)
     except Exception:  # pygments or numpy on something pathological
@@ -324,7 +322,7 @@ def library_definitions() -> dict[str, str]:
     """helpers.module.qualname -> source of every function and method of ``helpers``."""
     found = {}
     for module, read in stubs.library().items():
-        with _AST:
+        with stubs.AST_LOCK:
             tree = ast.parse(read.source)
         for qualname, node in _functions(tree, module):
             text = ast.get_source_segment(read.source, node)

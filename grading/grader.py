@@ -21,7 +21,13 @@ from tqdm.auto import tqdm
 
 from grading import sandbox
 from grading.course import Assignment, meta
-from grading.results import QuestionResult, StudentResult, stored, write_atomically
+from grading.results import (
+    QuestionResult,
+    StudentResult,
+    instructor_only,
+    stored,
+    write_atomically,
+)
 from grading.submissions import CorruptNotebook, parse, pick_notebook
 
 RESULTS_VERSION = 1  # bump when grading changes, so stored results are redone
@@ -72,12 +78,8 @@ def grade_notebook(
     answers, flags = answers_and_flags(nb, assignment)
     present = [e for e in assignment.exercises if e.answer_id in answers]
     outcomes = sandbox.run(
-        [sandbox.Question(assignment.setup, answers[e.answer_id], e.visible, e.full, e.names,
-                          e.references)
-         for e in present],
-        limits,
-        sandbox=isolation,
-    )  # fmt: skip
+        [sandbox.Question.of(assignment.setup, e, answers[e.answer_id]) for e in present],
+        limits, isolation=isolation)  # fmt: skip
     by_test = {e.test_id: o for e, o in zip(present, outcomes, strict=True)}
     results = []
     for exercise in assignment.exercises:
@@ -129,6 +131,45 @@ def grade_submission(
     return StudentResult(student, assignment.name, questions, flags + more, name, key)
 
 
+def submitted_answers(folder: Path, assignment: Assignment, nested: bool = False
+                      ) -> dict[str, str]:  # fmt: skip
+    """The answer cells graded from one submission folder, by grade_id ({} if none)."""
+    path, _ = pick_notebook(folder, assignment.notebook_name, nested)
+    try:
+        return answers_and_flags(parse(path.read_bytes()), assignment)[0] if path else {}
+    except (OSError, CorruptNotebook):
+        return {}
+
+
+COPIED = ("flag", "zero")  # what `grade --copied` does with an answer that matches a copy
+COPIED_DETAIL = "your answer matches code found elsewhere (your instructor has the details)"
+
+
+def flag_copies(results: list[StudentResult], answers: dict[str, dict[str, str]],
+                assignment: Assignment, copied: str = "flag") -> None:  # fmt: skip
+    """Compare each answer with the library and with the same question's answers of the
+    other submissions (:func:`grading.copies.copy_flags`) and flag each match for the
+    instructor (never the student: it may name another student); with ``copied="zero"``,
+    the matched question also scores 0 with a reason the student reads. In place; a batch's
+    flags are made afresh on every run, since they depend on every submission."""
+    if copied not in COPIED:
+        raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
+    from grading import copies  # copydetect loads matplotlib: only a batch pays for it
+
+    matches = copies.copy_flags(answers, boilerplate=copies.released_answers(assignment))
+    tests = {e.answer_id: e.test_id for e in assignment.exercises}
+    for result in results:
+        found = matches.get(result.student, [])
+        result.flags += [instructor_only(match.flag) for match in found]
+        if copied != "zero":
+            continue
+        zeroed = {tests.get(match.grade_id) for match in found}
+        for question in result.questions:
+            if question.grade_id in zeroed and question.score:
+                question.score, question.status = 0.0, "copied"
+                question.detail = COPIED_DETAIL
+
+
 def students_in(submitted: Path, assignment: str) -> list[str]:
     if not submitted.is_dir():
         return []
@@ -144,9 +185,11 @@ def grade_batch(
     *,
     isolation: sandbox.Isolation,
     progress: bool = True,
+    copied: str = "flag",
 ) -> list[StudentResult]:
     """Grade every submission of ``assignment`` under ``course/submitted`` (resuming from
-    stored results), plus a zero for each roster student who submitted nothing.
+    stored results), plus a zero for each roster student who submitted nothing; answers
+    that match a copy are flagged (and with ``copied="zero"`` score 0: :func:`flag_copies`).
 
     A notebook is looked for at the top of each student's folder only: that is where the
     ingest puts it, and a stored result is reused by those files alone
@@ -196,4 +239,7 @@ def grade_batch(
     if roster_set is not None:  # the roster may change between runs: not stored
         for student in set(everyone) - roster_set:
             results[student].flags.insert(0, "unknown student: not on the roster")
+    answers = {s: submitted_answers(submitted / s / assignment.name, assignment)
+               for s in students}  # fmt: skip
+    flag_copies([results[s] for s in students], answers, assignment, copied)
     return [results[s] for s in everyone]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
-from grading import stubs
+from grading import course, stubs
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
@@ -97,8 +97,15 @@ class Question:
     visible: str  # the instructor's test cell without hidden tests
     full: str  # the instructor's whole test cell
     names: tuple[str, ...] = ()  # what the exercise asks the answer to define
-    references: tuple[str, ...] = ()  # what the tests call: helpers' functions among them
-    # are stubs in the answer process (delegating to the reference earns nothing)
+    references: tuple[str, ...] = ()  # what the tests call: helpers' functions among them,
+    # and all they reach, are stubs in the answer process (delegating earns nothing) ...
+    tools: tuple[str, ...] = ()  # ... but for what the model solution uses (grading.stubs)
+
+    @classmethod
+    def of(cls, setup: str, exercise: course.Exercise, answer: str) -> Question:
+        """What ``exercise`` asks, answered by ``answer`` (an answer cell's source)."""
+        return cls(setup, answer, exercise.visible, exercise.full, exercise.names,
+                   exercise.references, exercise.tools)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -130,9 +137,6 @@ def bwrap_works() -> bool:
 UID_BASE = 3_000_000 + (os.getpid() % 4096) * 512  # apart from other grading processes
 _uids_lock = threading.Lock()
 _uids_free = list(range(UID_BASE + 510, UID_BASE, -2))
-# Without bubblewrap (a Docker container such as Gradescope's forbids its namespaces), root
-# may still give the two processes users of their own: `grading.gradescope` sets this.
-USERS_WITHOUT_SANDBOX = False
 
 
 def _namespaces() -> list[str]:
@@ -206,22 +210,22 @@ GRACE_S = 10.0  # past a question's wall clock: the zygote's own wait, sweep and
 
 
 def run(
-    questions: list[Question], limits: Limits = Limits(), *, sandbox: Isolation
+    questions: list[Question], limits: Limits = Limits(), *, isolation: Isolation
 ) -> list[Outcome]:
-    """Run every question of one submission, isolated as ``sandbox`` says; one Outcome per
+    """Run every question of one submission, isolated as ``isolation`` says; one Outcome per
     question, in order.
 
     Each call gets a fresh zygote, forked from this thread's warm template (started once,
     see :class:`_Template`). When the zygote dies or stops mid-question (the answer killed or
     stopped its parent), that question is lost and a fresh zygote runs the rest."""
-    if not isinstance(sandbox, Isolation):
-        raise TypeError(f"sandbox must be one of {', '.join(map(str, Isolation))}, "
-                        f"not {sandbox!r}")  # fmt: skip
-    if sandbox is Isolation.USERS and os.geteuid() != 0:
+    if not isinstance(isolation, Isolation):
+        raise TypeError(f"isolation must be one of {', '.join(map(str, Isolation))}, "
+                        f"not {isolation!r}")  # fmt: skip
+    if isolation is Isolation.USERS and os.geteuid() != 0:
         raise SandboxUnavailable("running student code as users of its own needs root")
     if not questions:
         return []
-    if sandbox is Isolation.BWRAP and not shutil.which("bwrap"):
+    if isolation is Isolation.BWRAP and not shutil.which("bwrap"):
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
     nonces = [secrets.token_hex(16) for _ in questions]
     zygote_nonce = secrets.token_hex(16)
@@ -229,7 +233,7 @@ def run(
     lost: dict[int, Outcome] = {}
     first = 0
     while first < len(questions):
-        found, stalled = _run_zygote(questions, nonces, zygote_nonce, first, limits, sandbox)
+        found, stalled = _run_zygote(questions, nonces, zygote_nonce, first, limits, isolation)
         records += found
         done = {r["q"] for r in found if r.get("zygote") == zygote_nonce and "timeout" in r}
         started = {r["q"] for r in found if r.get("zygote") == zygote_nonce and r.get("start")}
@@ -402,7 +406,8 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
     some question stubs, with this question's references stubbed), and once the real
     modules for every tester."""
     library = stubs.library()
-    wanted = [stubs.stubbed(stubs.targets(q.setup, q.references)) for q in questions]
+    wanted = [stubs.stubbed(stubs.plan(q.setup, q.references, q.names, q.tools).stubbed)
+              for q in questions]  # fmt: skip
     varying = sorted({name for stubbed in wanted for name in stubbed})
     private = bytearray()
 

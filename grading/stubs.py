@@ -6,8 +6,11 @@ must never hold the reference's code. This module builds, in the grader's own pr
 source of every ``helpers`` module as each role of one question gets it:
 
 * the **tester** gets the library's real source;
-* the **answer** gets the same source with each reference's body replaced by a ``raise``
-  that says "calling helpers.memory.weight_bytes is not an answer: write it yourself".
+* the **answer** gets the same source with the body of each function the exercise's
+  reference reaches (:func:`plan`: the reference, what it calls, what those call, and any
+  library function of the exercise's own name, but not the model solution's tools) replaced
+  by a ``raise`` that says "calling helpers.memory.weight_bytes is not an answer: write it
+  yourself".
 
 The sandbox runner imports ``helpers`` from these sources only (:class:`Library` in
 :mod:`grading.sandbox_runner`); the sandbox hides the package's files. So every route a
@@ -35,7 +38,7 @@ NEVER_STUBBED = ("helpers.checks", "helpers.notebook")
 NOT_AN_ANSWER = "is not an answer: write it yourself"
 # Grading threads build stubs at once; CPython 3.11's ast is not safe across threads
 # ("AST constructor recursion depth mismatch").
-_AST = threading.Lock()
+AST_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -71,25 +74,6 @@ def library() -> dict[str, Module]:
     return found
 
 
-def targets(setup: str, references: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """module -> qualified names of the functions to stub: each dotted name the tests call
-    (``memory.weight_bytes``) that the setup cell's imports bind to a helpers function,
-    found where it is defined (through re-exports such as ``helpers.serving``). Checkers,
-    lookups of a named config (``models.get``) and anything else stay real. Read from the
-    library's sources: nothing is imported here (the grader never loads torch for this)."""
-    with _AST:
-        bound = _imports(setup)
-        found: dict[str, set[str]] = {}
-        for dotted in references:
-            head, *rest = str(dotted).split(".")
-            where = bound.get(head)
-            for part in rest:
-                where = _member(where, part) if where else None
-            if where and where[0] == "function" and where[1] not in NEVER_STUBBED:
-                found.setdefault(where[1], set()).add(where[2])
-    return {module: tuple(sorted(names)) for module, names in sorted(found.items())}
-
-
 def stubbed(wanted: dict[str, tuple[str, ...]]) -> dict[str, Module]:
     """The modules of ``wanted`` with those functions' bodies replaced by the refusal."""
     return {module: _stub_module(module, names) for module, names in wanted.items()}
@@ -97,7 +81,7 @@ def stubbed(wanted: dict[str, tuple[str, ...]]) -> dict[str, Module]:
 
 @functools.cache
 def _stub_module(module: str, names: tuple[str, ...]) -> Module:
-    with _AST:
+    with AST_LOCK:
         return _rewrite(module, names)
 
 
@@ -253,7 +237,7 @@ def plan(setup: str, references: tuple[str, ...], names: tuple[str, ...] = (),
          tools: tuple[str, ...] = ()) -> Plan:  # fmt: skip
     """The stubs of one exercise: ``references`` are the dotted names its tests call,
     ``names`` what the answer defines, ``tools`` the dotted names its model solution uses."""
-    with _AST:
+    with AST_LOCK:
         bound = _imports(setup)
         roots = {f for dotted in references for f in _resolve_bound(bound, dotted, by_name=False)}
         roots |= {f for name in names for f in _methods_by_name(top_level=True).get(name, ())}
@@ -318,10 +302,11 @@ def _methods_by_name(top_level: bool = False) -> dict[str, frozenset[Function]]:
 
 
 def _resolve_bound(bound: dict[str, tuple], dotted: str, by_name: bool) -> set[Function]:
-    """The library functions a dotted name of a cell means, through the setup's imports;
-    with ``by_name``, ``obj.method`` on anything else means every method of that name."""
+    """The library functions a dotted name of a cell means, through the setup's imports or
+    in full (``helpers.memory.weight_bytes``); with ``by_name``, ``obj.method`` on anything
+    else means every method of that name."""
     head, *rest = str(dotted).split(".")
-    where = bound.get(head)
+    where = bound.get(head) or (("module", PACKAGE) if head == PACKAGE else None)
     if where is None:
         return set(_methods_by_name().get(rest[-1], ())) if by_name and rest else set()
     for part in rest:

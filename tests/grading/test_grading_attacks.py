@@ -82,7 +82,7 @@ def outcomes() -> dict[str, sandbox.Outcome]:
             sandbox.Question(SETUP, answer, visible, with_hidden_tests(visible, HIDDEN))
         )
     limits = sandbox.Limits(wall_s=8, cpu_s=8, memory=2 << 30, output=4 << 20)
-    results = sandbox.run(questions, limits, sandbox=SANDBOX)
+    results = sandbox.run(questions, limits, isolation=SANDBOX)
     return dict(zip(ATTACKS, results, strict=True))
 
 
@@ -125,7 +125,7 @@ PROBES = {
 @needs_bwrap
 def test_sandbox_isolation():
     questions = [sandbox.Question("", answer, test, test) for answer, test in PROBES.values()]
-    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=20), sandbox=sandbox.Isolation.BWRAP)
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=20), isolation=sandbox.Isolation.BWRAP)
     results = dict(zip(PROBES, outcomes, strict=True))
     assert results["no solutions or course folders"].status == "error"  # ImportError
     for probe in list(PROBES)[1:]:
@@ -140,7 +140,7 @@ def test_answer_cannot_replace_a_builtin_the_test_uses(names):
     cheat = "def abs(x):\n    return 0\n\ndef square(n):\n    return 0"
     honest = "def square(n):\n    return n * n"
     questions = [sandbox.Question("", answer, test, test, names) for answer in (cheat, honest)]
-    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=SANDBOX)
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), isolation=SANDBOX)
     assert [o.status for o in outcomes] == ["failed", "passed"]
 
 
@@ -149,7 +149,7 @@ def test_unsafe_mode_grades_the_same_without_bubblewrap():
     names = ("honest", "shadows the checker", "exits inside the call")
     full = with_hidden_tests(VISIBLE, HIDDEN)
     questions = [sandbox.Question(SETUP, ATTACKS[n][0], VISIBLE, full, ("square",)) for n in names]
-    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=sandbox.Isolation.NONE)
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), isolation=sandbox.Isolation.NONE)
     assert [o.status for o in outcomes] == ["passed", "failed", "crash"]
 
 
@@ -162,5 +162,5 @@ def test_an_exercise_may_redefine_a_setup_name():
     right = "def factorial(n):\n    return 1 if n < 2 else n * factorial(n - 1)"
     questions = [sandbox.Question(setup, answer, test, test, ("factorial",))
                  for answer in (stub, right)]  # fmt: skip
-    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), sandbox=SANDBOX)
+    outcomes = sandbox.run(questions, sandbox.Limits(wall_s=30), isolation=SANDBOX)
     assert [o.status for o in outcomes] == ["failed", "passed"]

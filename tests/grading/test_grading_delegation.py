@@ -1,18 +1,18 @@
 """Delegation earns nothing: an answer that returns the helpers function its tests compare
-against scores 0, with a reason that says so, in every chapter (``grade`` and ``check``
-share this path). The tests and the instructor's solution keep the real functions."""
+against scores 0, with a reason that says so, through the whole path of ``grade`` and
+``check``. Every exercise of every chapter is checked in test_grading_closure.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import pytest
-from grading_support import SANDBOX, release_of, solutions_of
+from grading_support import SANDBOX, release_of
 
 from grading import course, grader, sandbox
-from grading.release import RELEASE, SOURCE, chapters
+from grading.release import RELEASE, SOURCE
 
-CHAPTERS = chapters()
 LIMITS = sandbox.Limits(wall_s=60, cpu_s=60)
 
 
@@ -33,51 +33,6 @@ def helpers_references(assignment: course.Assignment, exercise: course.Exercise)
                 and value.__name__ != "get"):  # fmt: skip
             found.append(f"{module}.{value.__qualname__}")
     return found
-
-
-def delegating(solution: str, names: tuple[str, ...], reference: str) -> str:
-    """The solution, wrapped so that each call first calls ``reference`` (a delegating
-    answer that would still pass if the reference were left real)."""
-    module, _, function = reference.rpartition(".")
-    wraps = "".join(
-        f"\n_real_{n} = {n}\ndef {n}(*args, **kwargs):\n"
-        f"    import {module}\n"
-        f"    try:\n        {module}.{function}(*args, **kwargs)\n"
-        f"    except (TypeError, ValueError, AttributeError, KeyError):\n        pass\n"
-        f"    return _real_{n}(*args, **kwargs)\n"
-        for n in names if n.isidentifier()
-    )  # fmt: skip
-    return solution + "\n" + wraps
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_delegating_answers_score_zero_in_every_chapter(chapter):
-    assignment = course.load(chapter, SOURCE)
-    solutions = solutions_of(SOURCE, chapter)
-    cases, questions = [], []
-    for exercise in assignment.exercises:
-        functions = [n for n in exercise.names if not n.isupper()]
-        for reference in helpers_references(assignment, exercise)[:1]:
-            answer = delegating(solutions[exercise.answer_id], tuple(functions), reference)
-            for refs in (exercise.references, ()):  # with the stubs, and without them
-                cases.append((exercise.test_id, reference, bool(refs)))
-                questions.append(sandbox.Question(assignment.setup, answer, exercise.visible,
-                                                  exercise.full, exercise.names, refs))  # fmt: skip
-    if not questions:  # no test compares against helpers: the solutions, stubs and all, pass
-        questions = [sandbox.Question(assignment.setup, solutions[e.answer_id], e.visible,
-                                      e.full, e.names, e.references)
-                     for e in assignment.exercises]  # fmt: skip
-        assert all(o.passed for o in sandbox.run(questions, LIMITS, sandbox=SANDBOX))
-        return
-    outcomes = sandbox.run(questions, LIMITS, sandbox=SANDBOX)
-    for (test_id, reference, stubbed), outcome in zip(cases, outcomes, strict=True):
-        if stubbed:
-            assert not outcome.passed, (test_id, outcome)
-            assert outcome.status in ("failed", "error"), (test_id, outcome)
-            assert (f"calling {reference} is not an answer: write it yourself"
-                    in outcome.detail), (test_id, outcome)  # fmt: skip
-        else:  # the same answer with the real reference: it passed before this defence
-            assert outcome.passed, (test_id, outcome)
 
 
 DIRECT = {  # the two delegations the issue names, written the way a student would
@@ -136,7 +91,8 @@ def test_returning_the_reference_scores_zero_with_the_reason(chapter, answer_id,
     assert (result.status, result.score) == ("failed", 0.0), result
     assert result.detail == f"calling {reference} is not an answer: write it yourself"
     (exercise,) = [e for e in assignment.exercises if e.test_id == test_id]
-    (before,) = sandbox.run([sandbox.Question(assignment.setup, answer, exercise.visible,
-                                              exercise.full, exercise.names)],
-                            LIMITS, sandbox=SANDBOX)  # fmt: skip
+    # the same answer as it was graded before this defence: the reference left real
+    as_before = dataclasses.replace(exercise, tools=(*exercise.tools, reference))
+    (before,) = sandbox.run([sandbox.Question.of(assignment.setup, as_before, answer)],
+                            LIMITS, isolation=SANDBOX)  # fmt: skip
     assert before.passed, before

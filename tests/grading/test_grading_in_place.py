@@ -47,7 +47,7 @@ ANSWERS = {
 def outcomes():
     questions = [sandbox.Question(SETUP, answer, test, test, ("fill",))
                  for answer, test, _ in ANSWERS.values()]  # fmt: skip
-    return dict(zip(ANSWERS, sandbox.run(questions, sandbox=SANDBOX), strict=True))
+    return dict(zip(ANSWERS, sandbox.run(questions, isolation=SANDBOX), strict=True))
 
 
 @pytest.mark.parametrize("answer", ANSWERS)

@@ -109,10 +109,10 @@ def each_then_honest(names: list[str]) -> list[sandbox.Question]:
 
 
 def test_the_isolation_is_named_never_a_bool():
-    """An Isolation says which; a bool (what `sandbox=` took before) is refused, not read as
+    """An Isolation says which; a bool (what `sandbox.run` took before) is refused, not read as
     some isolation, and a member cannot be tested for truth."""
     with pytest.raises(TypeError, match="must be one of Isolation.BWRAP, .*, not True"):
-        sandbox.run([question(HONEST)], LIMITS, sandbox=True)
+        sandbox.run([question(HONEST)], LIMITS, isolation=True)
     with pytest.raises(TypeError, match="not a bool"):
         bool(Isolation.NONE)
     assert Isolation("separate users") is Isolation.USERS
@@ -122,19 +122,19 @@ def test_the_isolation_is_named_never_a_bool():
                     "this as an ordinary user)")  # fmt: skip
 def test_users_of_their_own_need_root():
     with pytest.raises(sandbox.SandboxUnavailable, match="needs root"):
-        sandbox.run([question(HONEST)], LIMITS, sandbox=Isolation.USERS)
+        sandbox.run([question(HONEST)], LIMITS, isolation=Isolation.USERS)
 
 
 @pytest.fixture(scope="module")
 def sandboxed() -> dict[str, tuple[sandbox.Outcome, sandbox.Outcome]]:
     names = list(ATTACKS)
-    results = sandbox.run(each_then_honest(names), LIMITS, sandbox=Isolation.BWRAP)
+    results = sandbox.run(each_then_honest(names), LIMITS, isolation=Isolation.BWRAP)
     return {n: (results[2 * i], results[2 * i + 1]) for i, n in enumerate(names)}
 
 
 @pytest.fixture(scope="module")
 def unsafe() -> dict[str, tuple[sandbox.Outcome, sandbox.Outcome]]:
-    results = sandbox.run(each_then_honest(UNSAFE_TOO), LIMITS, sandbox=Isolation.NONE)
+    results = sandbox.run(each_then_honest(UNSAFE_TOO), LIMITS, isolation=Isolation.NONE)
     return {n: (results[2 * i], results[2 * i + 1]) for i, n in enumerate(UNSAFE_TOO)}
 
 
@@ -178,7 +178,7 @@ def test_answer_and_tester_share_no_ipython_home_history_or_folders(isolation):
     working and temporary folders (a shared history.sqlite let the two race IPython's
     corrupt-database rename and kill honest answers at random)."""
     q = sandbox.Question("import os", WHERE, APART, APART, ("where", "square"))
-    (outcome,) = sandbox.run([q], sandbox.Limits(wall_s=30), sandbox=isolation)
+    (outcome,) = sandbox.run([q], sandbox.Limits(wall_s=30), isolation=isolation)
     assert outcome.passed, outcome
 
 
@@ -253,7 +253,7 @@ def test_answer_cannot_write_outside_the_sandbox_or_reach_the_host_by_loopback(h
         port = server.getsockname()[1]
         questions = [question(writes_outside(host)), question(HONEST),
                      question(connects_to(port)), question(HONEST)]  # fmt: skip
-        outcomes = sandbox.run(questions, LIMITS, sandbox=Isolation.BWRAP)
+        outcomes = sandbox.run(questions, LIMITS, isolation=Isolation.BWRAP)
         assert [o.status for o in outcomes] == ["failed", "passed", "passed", "passed"], outcomes
         assert not accepted(server)
     finally:
@@ -269,7 +269,7 @@ def test_without_the_sandbox_the_loopback_probe_connects():
     server = listener()
     try:
         questions = [question(connects_to(server.getsockname()[1]))]
-        (outcome,) = sandbox.run(questions, LIMITS, sandbox=Isolation.NONE)
+        (outcome,) = sandbox.run(questions, LIMITS, isolation=Isolation.NONE)
         assert outcome.status == "failed", outcome
         assert accepted(server)
     finally:
@@ -321,10 +321,10 @@ def test_a_reused_template_carries_no_student_work_into_the_next_submission():
     do not hold the first one's answers anywhere in memory, while a later question of the
     same submission does find an earlier one's (the probe has teeth: each zygote holds
     its own submission's job)."""
-    first = sandbox.run([question(marked("alice"))], LIMITS, sandbox=Isolation.BWRAP)
+    first = sandbox.run([question(marked("alice"))], LIMITS, isolation=Isolation.BWRAP)
     warm = template()
     second = sandbox.run([probe("alice", False), question(marked("bob")), probe("bob", True)],
-                         LIMITS, sandbox=Isolation.BWRAP)  # fmt: skip
+                         LIMITS, isolation=Isolation.BWRAP)  # fmt: skip
     assert [o.status for o in first + second] == ["passed"] * 4, first + second
     assert template() is warm and warm.alive()
 
@@ -338,12 +338,12 @@ IPC_EMPTY = ("assert len(open('/proc/sysvipc/shm').read().splitlines()) == 1\n"
 def test_a_submission_that_leaves_state_behind_gets_the_next_one_a_fresh_sandbox():
     """A System V shared memory segment outlives its process: the template sees it after
     the submission, ends, and the next submission runs in a fresh sandbox without it."""
-    sandbox.run([question(HONEST)], LIMITS, sandbox=Isolation.BWRAP)
+    sandbox.run([question(HONEST)], LIMITS, isolation=Isolation.BWRAP)
     warm = template()
-    (left,) = sandbox.run([question(SHARED_MEMORY + HONEST)], LIMITS, sandbox=Isolation.BWRAP)
+    (left,) = sandbox.run([question(SHARED_MEMORY + HONEST)], LIMITS, isolation=Isolation.BWRAP)
     assert left.passed, left
     assert not warm.alive()
     (after,) = sandbox.run([sandbox.Question(SETUP, HONEST, IPC_EMPTY, IPC_EMPTY, ("square",))],
-                           LIMITS, sandbox=Isolation.BWRAP)  # fmt: skip
+                           LIMITS, isolation=Isolation.BWRAP)  # fmt: skip
     assert after.passed, after
     assert template() is not warm

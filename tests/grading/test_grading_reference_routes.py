@@ -16,6 +16,7 @@ The same tests run as an unprivileged user in ``test_grading_unprivileged.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 
 import pytest
@@ -120,10 +121,10 @@ def exercise() -> tuple[course.Assignment, course.Exercise]:
 def grade(exercise, answers: list[str], stubbed: bool,
           isolation: Isolation) -> list[sandbox.Outcome]:  # fmt: skip
     assignment, ex = exercise
-    references = ex.references if stubbed else ()
-    questions = [sandbox.Question(assignment.setup, a, ex.visible, ex.full, ex.names,
-                                  references) for a in answers]  # fmt: skip
-    return sandbox.run(questions, LIMITS, sandbox=isolation)
+    if not stubbed:  # the references as tools of the exercise: left real
+        ex = dataclasses.replace(ex, tools=(*ex.tools, *ex.references))
+    questions = [sandbox.Question.of(assignment.setup, ex, a) for a in answers]
+    return sandbox.run(questions, LIMITS, isolation=isolation)
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +274,7 @@ def test_the_answer_process_holds_no_hidden_test(isolation):
     others = isolation is Isolation.BWRAP
     control, scan = sandbox.run([canary_question(canary, True, others),
                                  canary_question(canary, False, others)],
-                                LIMITS, sandbox=isolation)  # fmt: skip
+                                LIMITS, isolation=isolation)  # fmt: skip
     # the control: the scanner sees what is in its own process
     assert control.status == "failed" and "'gc'" in control.detail, control
     assert scan.passed, scan

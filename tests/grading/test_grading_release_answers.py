@@ -62,11 +62,10 @@ def test_no_release_cell_answers_an_exercise(chapter):
             for index, node in defined:
                 if parameters(node) == count:
                     tried.append(f"cell {index}: {node.name} as {name} ({exercise.answer_id})")
-                    questions.append(sandbox.Question(
-                        assignment.setup, renamed(node, name), exercise.visible,
-                        exercise.full, exercise.names, exercise.references))  # fmt: skip
+                    questions.append(sandbox.Question.of(
+                        assignment.setup, exercise, renamed(node, name)))
     if not questions:
         return
-    outcomes = sandbox.run(questions, sandbox.Limits(), sandbox=SANDBOX)
+    outcomes = sandbox.run(questions, sandbox.Limits(), isolation=SANDBOX)
     answers = [what for what, outcome in zip(tried, outcomes, strict=True) if outcome.passed]
     assert not answers, "the release hands out answers:\n" + "\n".join(answers)

@@ -17,11 +17,11 @@ SETUP = ("from helpers import memory, models\nimport helpers.roofline as rl\n"
 
 
 def test_references_are_found_through_every_kind_of_import():
-    found = stubs.targets(SETUP, ("memory.weight_bytes", "rl.gemm_knee", "count",
-                                  "helpers.checks.check_int", "models.get", "print",
-                                  "memory.no_such_function"))  # fmt: skip
-    assert found == {"helpers.flops": ("param_count",), "helpers.memory": ("weight_bytes",),
-                     "helpers.roofline": ("gemm_knee",)}  # fmt: skip
+    found = stubs.plan(SETUP, ("memory.weight_bytes", "rl.gemm_knee", "count",
+                               "helpers.checks.check_int", "models.get", "print",
+                               "memory.no_such_function", "helpers.memory.kv_width")).roots
+    assert found == {("helpers.flops", "param_count"), ("helpers.memory", "weight_bytes"),
+                     ("helpers.roofline", "gemm_knee"), ("helpers.memory", "kv_width")}
 
 
 def load(module: stubs.Module, name: str) -> types.ModuleType:
@@ -61,6 +61,6 @@ def test_every_chapter_stubs_what_running_its_setup_finds(chapter):
     and each reference looked up in its namespace (the delegation tests' oracle)."""
     assignment = course.load(chapter, SOURCE)
     for exercise in assignment.exercises:
-        found = stubs.targets(assignment.setup, exercise.references)
-        named = sorted(f"{m}.{q}" for m, names in found.items() for q in names)
+        found = stubs.plan(assignment.setup, exercise.references).roots
+        named = sorted(f"{m}.{q}" for m, q in found)
         assert named == sorted(helpers_references(assignment, exercise)), exercise.test_id
