@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from grading.grader import COPIED
 from grading.release import RELEASE, ROOT, SOURCE
 
 COURSE = ROOT / "grading" / "course"
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--roster", type=Path,
                        help="file with one student id per line: others are flagged unknown, "
                             "missing ones get a zero")  # fmt: skip
+    grade.add_argument("--copied", choices=COPIED, default="flag",
+                       help="an answer that matches the library or another submission: "
+                            "flag it for the instructor (default), or also score it 0")
     _grade_arguments(grade)
 
     check = commands.add_parser("check", help="check one notebook, print each question's result")

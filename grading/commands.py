@@ -122,9 +122,8 @@ def grade_command(args: argparse.Namespace) -> int:
         roster = [ingest.safe_id(line) for line in lines if line.strip()]
     # nbgrader's gradebook learns the assignment while the batch is graded
     registration = gradebook.Registration(assignment, args.course, args.source)
-    results = grader.grade_batch(
-        assignment, args.course, roster, args.jobs, limits(args), isolation=isolation
-    )
+    results = grader.grade_batch(assignment, args.course, roster, args.jobs, limits(args),
+                                 isolation=isolation, copied=args.copied)  # fmt: skip
     manual = {}
     submitted = SubmittedNotebooks(args.course, assignment.name)  # read once, for both
     try:  # formgrader and `nbgrader export` for the written answers; grades stand without

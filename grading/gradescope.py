@@ -218,6 +218,9 @@ def run(root: Path = ROOT) -> int:
     try:
         result = grader.grade_submission(root / "submission", assignment, limits, isolation,
                                          nested=True)  # fmt: skip
+        # one submission: compared with the library only, flagged for the instructor
+        answers = grader.submitted_answers(root / "submission", assignment, nested=True)
+        grader.flag_copies([result], {result.student: answers}, assignment)
         data = results(result, assignment)
         for flag in result.flags:  # all of them, for the instructor: stdout is hidden
             print(f"flag: {flag}")

@@ -27,6 +27,7 @@ VERDICT = {
     "corrupt": "the notebook could not be read",
     "setup": "the setup cell failed (tell your instructor)",
     "manual": "graded by hand",
+    "copied": "scored 0 as a copy",
 }
 # A question's detail the student never reads: a hidden test's failure (it would tell the
 # hidden test) and a pass (it has nothing to say).
@@ -42,7 +43,8 @@ class QuestionResult:
     grade_id: str
     points: float
     score: float | None  # None: graded by hand (written answers)
-    status: str  # passed, failed, hidden, error, timeout, limit, crash, missing, corrupt, manual
+    status: str  # passed, failed, hidden, error, timeout, limit, crash, missing, corrupt,
+    # manual, copied
     detail: str = ""
 
 

@@ -43,6 +43,8 @@ SHOWN = [
     ("setup", "the setup cell failed: ImportError", f"{VERDICT['setup']}: the setup cell "
      "failed: ImportError"),
     ("manual", "", VERDICT["manual"]),
+    ("copied", "your answer matches code found elsewhere",
+     f"{VERDICT['copied']}: your answer matches code found elsewhere"),
     ("judged", "by a rubric", "judged: by a rubric"),
 ]  # fmt: skip
 
