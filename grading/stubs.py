@@ -319,10 +319,25 @@ def _as_functions(where: tuple | None) -> set[Function]:
         return set()
     if where[0] == "function":
         return {(where[1], where[2])}
-    if where[0] == "class":  # calling a class runs its constructor
-        return {(where[1], f"{where[2]}.{name}") for name in CONSTRUCTORS
-                if (where[1], f"{where[2]}.{name}") in functions()}  # fmt: skip
+    if where[0] == "class":  # calling a class runs its constructor (its own or inherited)
+        return {f for name in CONSTRUCTORS for f in _as_functions(_class_member(where, name))
+                if f[1].endswith(name)}  # fmt: skip
     return set()
+
+
+def _class_member(where: tuple, name: str, depth: int = 0) -> tuple | None:
+    """``name`` in a library class or, failing that, in its library bases."""
+    found = _member(where, name)
+    if found is not None or depth > 8:
+        return found
+    definition = _definition(_tree(where[1]), where[2])
+    for base in getattr(definition, "bases", []):
+        parent = _resolve_name(where[1], base, None) if dotted_name(base) else None
+        if parent is not None and parent[0] == "class":
+            found = _class_member(parent, name, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _closure(roots: frozenset[Function]) -> frozenset[Function]:
@@ -337,8 +352,8 @@ def _closure(roots: frozenset[Function]) -> frozenset[Function]:
 
 @functools.cache
 def reaches(function: Function) -> frozenset[Function]:
-    """What one function's body names, resolved in its module (its decorators and defaults
-    run at import time: see :func:`_import_time`)."""
+    """What one function's body and default values name, resolved in its module (its
+    decorators run at import time: see :func:`_import_time`)."""
     module, qualname = function
     node = functions().get(function)
     if node is None:
@@ -346,8 +361,9 @@ def reaches(function: Function) -> frozenset[Function]:
     owner = qualname.rsplit(".", 1)[0] if "." in qualname else ""
     local = _local_imports(module, node)
     found: set[Function] = set()
-    for statement in node.body:
-        found |= _named(module, statement, local, owner)
+    defaults = (*node.args.defaults, *filter(None, node.args.kw_defaults))
+    for part in (*node.body, *defaults):  # a default function runs when it is not passed
+        found |= _named(module, part, local, owner)
     return frozenset(found)
 
 
@@ -360,7 +376,7 @@ def _named(module: str, tree: ast.AST, local: dict[str, tuple] | None = None,
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             head = node.value
             if isinstance(head, ast.Name) and head.id in ("self", "cls") and owner:
-                found |= _as_functions(_member(("class", module, owner), node.attr))
+                found |= _as_functions(_class_member(("class", module, owner), node.attr))
                 continue
             where = _resolve_name(module, head, local) if dotted_name(head) else None
             if where is not None and where[0] in ("module", "class"):
@@ -368,8 +384,31 @@ def _named(module: str, tree: ast.AST, local: dict[str, tuple] | None = None,
             elif id(node) in calls and not node.attr.startswith("__"):
                 found |= _methods_by_name().get(node.attr, frozenset())
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            found |= _as_functions(_resolve_name(module, node, local))
+            where = _resolve_name(module, node, local)
+            found |= _as_functions(where) if where else _value_functions(module, node.id)
     return found
+
+
+_VALUES_IN_PROGRESS: set[tuple[str, str]] = set()
+
+
+@functools.cache
+def _value_functions(module: str, name: str) -> frozenset[Function]:
+    """The library functions a module-level value names (``RULES = {"a": rule_a}``): a body
+    that reads ``RULES[kind](x)`` reaches them."""
+    if (module, name) in _VALUES_IN_PROGRESS:  # a value that names itself
+        return frozenset()
+    _VALUES_IN_PROGRESS.add((module, name))
+    try:
+        found: set[Function] = set()
+        for node in _tree(module).body:
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, ast.AnnAssign) and node.value else [])
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found |= _named(module, node.value)
+        return frozenset(found)
+    finally:
+        _VALUES_IN_PROGRESS.discard((module, name))
 
 
 def _resolve_name(module: str, node: ast.expr, local: dict[str, tuple] | None) -> tuple | None:

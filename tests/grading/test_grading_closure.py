@@ -107,6 +107,14 @@ def test_the_closure_follows_imports_attributes_methods_and_constructors():
     assert "helpers.models.get" not in stubbed
 
 
+def test_a_function_read_from_a_table_is_reached():
+    """``EAGER = Kernel(..., _eager, ...)`` at module level, read by ``linear_kernels``: the
+    functions the table holds are reached (and, not being a tool's, stubbed)."""
+    plan = stubs.plan("from helpers import kernels\n", ("kernels.linear_kernels",))
+    assert {"helpers.kernels._eager", "helpers.kernels._aten",
+            "helpers.kernels._onednn"} <= stubbed_names(plan)  # fmt: skip
+
+
 def test_what_a_tool_reaches_stays_real():
     """A tool's own callees stay real even when the reference reaches them too: chapter 2's
     ``kv_cache_bytes`` may call ``memory.kv_bytes_per_token``, which needs ``kv_width``."""
