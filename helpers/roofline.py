@@ -40,7 +40,6 @@ from helpers.memory import (
 from helpers.models import ModelConfig
 
 __all__ = [
-    "dot_intensity",
     "gemm_intensity",
     "interview_prefill_intensity",
     "interview_decode_intensity",
@@ -62,15 +61,6 @@ __all__ = [
     "decode_split_weight_only",
     "critical_batch_weight_only",
 ]
-
-
-def dot_intensity(n: int, dtype: str = "bf16") -> float:
-    """Dot product of two length-n vectors: (2n − 1) FLOPs over (2n + 1) elements moved.
-
-    Tends to 1 / (2·bytes per element): 1/2 FLOP/B in bf16, hopelessly memory-bound.
-    """
-    positive_int(n, "n")
-    return (2 * n - 1) / ((2 * n + 1) * dtype_bytes(dtype))
 
 
 def gemm_intensity(m: int, k: int, n: int, dtype: str = "bf16") -> float:

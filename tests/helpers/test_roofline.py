@@ -22,8 +22,9 @@ def test_interview_intensities():
 def test_gemm_and_dot_intensity():
     assert roofline.gemm_intensity(1024, 3584, 18944) == pytest.approx(764.3, abs=0.05)
     assert roofline.gemm_intensity(10**7, 3584, 512) < 3584 * 512 / (3584 + 512) == 448
-    assert roofline.dot_intensity(10**6) == pytest.approx(0.5, abs=1e-6)
-    assert roofline.dot_intensity(3) == 5 / 14
+    # a dot product is the [1 x n] . [n x 1] GEMM: 2n FLOPs over 2n + 1 elements
+    assert roofline.gemm_intensity(1, 10**6, 1) == pytest.approx(0.5, abs=1e-6)
+    assert roofline.gemm_intensity(1, 3, 1) == 6 / 14
 
 
 def test_ridge_points():
