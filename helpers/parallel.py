@@ -396,7 +396,10 @@ class TPBenchmark:
     ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
     (the least over ranks, call by call): the exchange itself, without the wait for a slower
     peer that the rest of ``allreduce`` is. ``single_step``: the median step of the
-    unsharded decoder run in the caller's process (all its threads)."""
+    unsharded decoder run in the caller's process (all its threads). ``message``: the bytes
+    of one decode all-reduce ([batch × hidden] in float32), and ``lone_allreduce``: the
+    median seconds of a lone all-reduce of exactly that size, timed beside the fitted sizes
+    (a measurement where the fitted model would extrapolate below its smallest size)."""
 
     run: TPRun
     step: float
@@ -412,6 +415,8 @@ class TPBenchmark:
     exchange_iqr: float
     exchange_share: float
     single_step: float
+    message: int
+    lone_allreduce: float
 
 
 def benchmark(
@@ -430,18 +435,21 @@ def benchmark(
     ``run_tensor_parallel`` launch times lone all-reduces of ``sizes`` bytes, then a prefill
     of ``prompt_tokens`` and ``steps`` decode steps (after ``warmup`` untimed passes). The
     ring model fitted to the lone all-reduces predicts a step's all-reduce time, set beside
-    the one measured inside the steps (``TPBenchmark``)."""
+    the one measured inside the steps (``TPBenchmark``). A lone all-reduce of the decode
+    step's own message is timed too (``TPBenchmark.lone_allreduce``), outside the fit."""
     generator = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, cfg.vocab, (batch, prompt_tokens), generator=generator)
     decode = torch.randint(0, cfg.vocab, (batch, steps), generator=generator)
+    message = batch * cfg.hidden * torch.empty((), dtype=torch.float32).element_size()
+    timed = tuple(sizes) + (() if message in sizes else (message,))
     run = run_tensor_parallel(cfg, ranks, prompt, decode, seed=seed, warmup=warmup,
-                              allreduce_sizes=sizes, timeout=timeout)  # fmt: skip
+                              allreduce_sizes=timed, timeout=timeout)  # fmt: skip
     steps_s, reduces = run.step_seconds[0], run.allreduce_seconds[0]
     step, step_iqr = median_and_iqr(steps_s)
     allreduce, allreduce_iqr = median_and_iqr(reduces)
     share, share_iqr = median_and_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
     times = run.allreduce_times
-    fitted = tensor_parallel.fit_ring(list(times), list(times.values()), ranks,
+    fitted = tensor_parallel.fit_ring(list(sizes), [times[size] for size in sizes], ranks,
                                       f"gloo on loopback, {ranks} processes")  # fmt: skip
     predicted = tensor_parallel.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
     # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
@@ -452,7 +460,7 @@ def benchmark(
     single = _single_step(cfg, prompt, decode, seed, warmup)
     return TPBenchmark(run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr, fitted,
                        predicted, predicted / step, exchange, exchange_iqr, exchange_share,
-                       single)  # fmt: skip
+                       single, message, times[message])  # fmt: skip
 
 
 @torch.inference_mode()
