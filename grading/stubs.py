@@ -236,29 +236,39 @@ class Plan:
 def plan(setup: str, references: tuple[str, ...], names: tuple[str, ...] = (),
          tools: tuple[str, ...] = ()) -> Plan:  # fmt: skip
     """The stubs of one exercise: ``references`` are the dotted names its tests call,
-    ``names`` what the answer defines, ``tools`` the dotted names its model solution uses."""
+    ``names`` what the answer defines, ``tools`` the dotted names its model solution uses.
+
+    Every library function that is not kept is stubbed, not only what the roots reach: the
+    library holds other copies of an answer (chapter 10's TP search at one chip is chapter
+    9's batch search), and no reading of the reference finds them."""
     with AST_LOCK:
         bound = _imports(setup)
         roots = {f for dotted in references for f in _resolve_bound(bound, dotted, by_name=False)}
         roots |= {f for name in names for f in _methods_by_name(top_level=True).get(name, ())}
-        roots = {f for f in roots if _stubbable(f)}
+        # what the tests build their inputs with (a config's constructor) is not a reference
+        roots = {f for f in roots if stubbable(f) and not f[1].rsplit(".", 1)[-1].startswith("__")}
         allowed = {f for dotted in (*tools, *used(setup))
                    for f in _resolve_bound(bound, dotted, by_name=True)}  # fmt: skip
         kept = _closure(frozenset(allowed | _import_time()))
         reached = _closure(frozenset(roots))
+        refused = [f for f in functions() if f not in kept and stubbable(f)]
     stubbed: dict[str, set[str]] = {}
-    for module, qualname in sorted(reached - kept):
-        if _stubbable((module, qualname)):
-            stubbed.setdefault(module, set()).add(qualname)
+    for module, qualname in sorted(refused):
+        stubbed.setdefault(module, set()).add(qualname)
     return Plan(frozenset(roots), reached, frozenset(allowed), kept,
                 {m: tuple(sorted(q)) for m, q in sorted(stubbed.items())})  # fmt: skip
 
 
-def _stubbable(function: Function) -> bool:
+def stubbable(function: Function) -> bool:
+    """A function whose body the answer process may get as a refusal: any, constructors
+    included (an answer that builds a library object it was not given uses its code), but
+    for other dunders (pickling, comparing and printing the tests' arguments need them),
+    properties (a config's derived fields are data), lookups and the checkers."""
     module, qualname = function
     node = functions().get(function)
+    name = qualname.rsplit(".", 1)[-1]
     return (module not in NEVER_STUBBED and node is not None
-            and not (qualname.rsplit(".", 1)[-1].startswith("__"))
+            and (not name.startswith("__") or name in CONSTRUCTORS)
             and not any(_decorator_name(d) in ("property", "setter", "cached_property")
                         for d in node.decorator_list)
             and not _lookup(node))  # fmt: skip
@@ -361,29 +371,57 @@ def reaches(function: Function) -> frozenset[Function]:
     owner = qualname.rsplit(".", 1)[0] if "." in qualname else ""
     local = _local_imports(module, node)
     found: set[Function] = set()
-    defaults = (*node.args.defaults, *filter(None, node.args.kw_defaults))
-    for part in (*node.body, *defaults):  # a default function runs when it is not passed
-        found |= _named(module, part, local, owner)
+    for part in node.body:
+        found |= _named(module, part, local, owner, _local_names(node))
+    for part in (*node.args.defaults, *filter(None, node.args.kw_defaults)):
+        found |= _named(module, part, local, owner)  # runs when the caller passes none
     return frozenset(found)
 
 
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Names a function binds itself (parameters, assignments, loop and comprehension
+    variables, nested definitions): its ``tpot`` variable is not the module's ``tpot``."""
+    found: set[str] = set()
+    declared_global: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.arguments):
+            found |= {a.arg for a in (*node.posonlyargs, *node.args, *node.kwonlyargs,
+                                      *filter(None, (node.vararg, node.kwarg)))}  # fmt: skip
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not function:  # fmt: skip
+            found.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared_global |= set(node.names)
+    return frozenset(found - declared_global)
+
+
 def _named(module: str, tree: ast.AST, local: dict[str, tuple] | None = None,
-           owner: str = "") -> set[Function]:  # fmt: skip
-    """The library functions the expressions under ``tree`` name, in ``module``."""
+           owner: str = "", bound: frozenset[str] = frozenset()) -> set[Function]:  # fmt: skip
+    """The library functions the expressions under ``tree`` name, in ``module``; names in
+    ``bound`` are the function's own variables, not the module's."""
     found: set[Function] = set()
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
+        if _dynamic_attribute(node):  # getattr(model, "decode_run", None): a method by name
+            found |= _methods_by_name().get(node.args[1].value, frozenset())
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             head = node.value
             if isinstance(head, ast.Name) and head.id in ("self", "cls") and owner:
                 found |= _as_functions(_class_member(("class", module, owner), node.attr))
                 continue
-            where = _resolve_name(module, head, local) if dotted_name(head) else None
+            mine = isinstance(head, ast.Name) and head.id in bound and head.id not in (local or {})
+            where = _resolve_name(module, head, local) if dotted_name(head) and not mine else None
             if where is not None and where[0] in ("module", "class"):
                 found |= _as_functions(_member(where, node.attr))
             elif id(node) in calls and not node.attr.startswith("__"):
                 found |= _methods_by_name().get(node.attr, frozenset())
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in bound and node.id not in (local or {}):
+                continue
             where = _resolve_name(module, node, local)
             found |= _as_functions(where) if where else _value_functions(module, node.id)
     return found
@@ -409,6 +447,12 @@ def _value_functions(module: str, name: str) -> frozenset[Function]:
         return frozenset(found)
     finally:
         _VALUES_IN_PROGRESS.discard((module, name))
+
+
+def _dynamic_attribute(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
 
 
 def _resolve_name(module: str, node: ast.expr, local: dict[str, tuple] | None) -> tuple | None:
