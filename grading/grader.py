@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -170,6 +171,12 @@ def flag_copies(results: list[StudentResult], answers: dict[str, dict[str, str]]
                 question.detail = COPIED_DETAIL
 
 
+def _library_fingerprints() -> None:
+    from grading import copies
+
+    copies.library_corpus()
+
+
 def students_in(submitted: Path, assignment: str) -> list[str]:
     if not submitted.is_dir():
         return []
@@ -195,6 +202,9 @@ def grade_batch(
     ingest puts it, and a stored result is reused by those files alone
     (:func:`submission_key`), so a nested one could be graded stale."""
     limits = limits or sandbox.Limits()
+    # the library's fingerprints (about 4 s of one core) are made while the sandboxes run
+    fingerprints = threading.Thread(target=_library_fingerprints, daemon=True)
+    fingerprints.start()
     submitted, results_dir = course / "submitted", course / "grades" / assignment.name
     roster_set = set(roster) if roster is not None else None
     students = students_in(submitted, assignment.name)
@@ -241,5 +251,6 @@ def grade_batch(
             results[student].flags.insert(0, "unknown student: not on the roster")
     answers = {s: submitted_answers(submitted / s / assignment.name, assignment)
                for s in students}  # fmt: skip
+    fingerprints.join()
     flag_copies([results[s] for s in students], answers, assignment, copied)
     return [results[s] for s in everyone]
