@@ -52,7 +52,9 @@ import copy
 import functools
 import hashlib
 import itertools
+import json
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -61,7 +63,7 @@ import numpy as np
 from copydetect import CodeFingerprint, compare_files
 from copydetect.utils import filter_code, get_token_coverage, winnow
 
-from grading import course, stubs
+from grading import stubs
 
 # Calibration (python -m grading.tools.copies_calibration; copydetect 0.5.0): the 41 model
 # solutions of the 10 chapters against the 614 functions and methods of helpers, each with
@@ -271,13 +273,6 @@ def boilerplate_hashes(released: str | None) -> frozenset[int]:
     return frozenset(printed.fingerprint.hashes) if printed else frozenset()
 
 
-def released_answers(assignment: course.Assignment) -> dict[str, str]:
-    """grade_id -> the answer cell as released (``raise NotImplementedError()`` inside):
-    the ``boilerplate`` argument of :func:`copy_flags`."""
-    return {course.meta(c)["grade_id"]: c.source for c in assignment.release.cells
-            if c.cell_type == "code" and course.meta(c).get("solution")}
-
-
 # ------------------------------------------------------------------ the library
 
 
@@ -418,7 +413,7 @@ def copy_flags(
     Each answer is compared with ``library`` (default: :func:`library_corpus`) and with the
     answers of the same grade_id of the other students; two students' matching answers flag
     each other. ``boilerplate``: grade_id -> the released answer cell
-    (:func:`released_answers`): its fingerprints count on neither side, the library's
+    (``Assignment.released_answers``): its fingerprints count on neither side, the library's
     included (a pasted function whose signature the release gave is still all copied).
     Never raises on an answer's content: one that cannot be parsed is not flagged.
 
@@ -502,3 +497,26 @@ def _pairs(printed: list[Source]) -> list[tuple[int, int]]:
     for ids in holders.values():
         pairs.update(itertools.combinations(ids, 2))
     return sorted(pairs)
+
+
+def records(found: Mapping[str, list[CopyMatch]]) -> dict[str, list[dict[str, str]]]:
+    """student -> each match as the grader records it: the answer's grade_id and the flag."""
+    return {student: [{"grade_id": m.grade_id, "flag": m.flag} for m in matches]
+            for student, matches in found.items()}  # fmt: skip
+
+
+def serve() -> None:
+    """``python -m grading.copies``: make the library's fingerprints at once, then read
+    ``{"answers": {student: {grade_id: source}}, "released": {grade_id: source}}`` as JSON
+    on stdin and write :func:`records` of :func:`copy_flags` as JSON on stdout. The grader
+    starts it as a batch starts, so the fingerprints are made while the sandboxes run, in a
+    process of its own (in a thread of the grader it would hold the GIL its grading threads
+    need)."""
+    library_corpus()
+    request = json.load(sys.stdin)
+    found = copy_flags(request["answers"], boilerplate=request["released"])
+    json.dump(records(found), sys.stdout)
+
+
+if __name__ == "__main__":
+    serve()

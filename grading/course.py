@@ -62,6 +62,13 @@ class Assignment:
         return sum(w.points for w in self.written)
 
     @property
+    def released_answers(self) -> dict[str, str]:
+        """grade_id -> each answer cell as released (``raise NotImplementedError()``
+        inside): what every submission starts from, so no copy (grading.copies)."""
+        return {meta(c)["grade_id"]: c.source for c in self.release.cells
+                if c.cell_type == "code" and meta(c).get("solution")}  # fmt: skip
+
+    @property
     def locked(self) -> dict[str, str]:
         """grade_id → release source of every locked cell (for spotting edits)."""
         return {

@@ -11,8 +11,10 @@ an interrupted batch resumes and a rerun does no work and changes nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import threading
+import subprocess
+import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -146,35 +148,57 @@ COPIED = ("flag", "zero")  # what `grade --copied` does with an answer that matc
 COPIED_DETAIL = "your answer matches code found elsewhere (your instructor has the details)"
 
 
-def flag_copies(results: list[StudentResult], answers: dict[str, dict[str, str]],
-                assignment: Assignment, copied: str = "flag") -> None:  # fmt: skip
-    """Compare each answer with the library and with the same question's answers of the
-    other submissions (:func:`grading.copies.copy_flags`) and flag each match for the
-    instructor (never the student: it may name another student); with ``copied="zero"``,
-    the matched question also scores 0 with a reason the student reads. In place; a batch's
-    flags are made afresh on every run, since they depend on every submission."""
+def copy_matches(answers: dict[str, dict[str, str]], released: dict[str, str]) -> dict:
+    """student -> the copies among their answers, each ``{"grade_id", "flag"}``
+    (:func:`grading.copies.copy_flags`): compared with the library and with the same
+    question's answers of the others, the released cells being what everyone starts from."""
+    from grading import copies  # copydetect loads matplotlib: only a comparison pays for it
+
+    return copies.records(copies.copy_flags(answers, boilerplate=released))
+
+
+class CopyChecker:
+    """:func:`copy_matches` in a process of its own (``python -m grading.copies``), started
+    as a batch starts: it makes the library's fingerprints (about 4 s of one core) while the
+    sandboxes run, and never holds the GIL the grading threads need."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "grading.copies"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)  # fmt: skip
+
+    def matches(self, answers: dict[str, dict[str, str]], released: dict[str, str]) -> dict:
+        request = json.dumps({"answers": answers, "released": released})
+        out, _ = self.process.communicate(request)
+        if self.process.returncode != 0:
+            raise RuntimeError(f"the copy check failed (exit status {self.process.returncode})")
+        return json.loads(out)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def flag_copies(results: list[StudentResult], matches: dict, assignment: Assignment,
+                copied: str = "flag") -> None:  # fmt: skip
+    """Flag each match (:func:`copy_matches`) for the instructor, never the student (it
+    may name another student); with ``copied="zero"`` the matched question also scores 0
+    with a reason the student reads. In place; a batch's flags are made afresh on every
+    run, since they depend on every submission."""
     if copied not in COPIED:
         raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
-    from grading import copies  # copydetect loads matplotlib: only a batch pays for it
-
-    matches = copies.copy_flags(answers, boilerplate=copies.released_answers(assignment))
     tests = {e.answer_id: e.test_id for e in assignment.exercises}
     for result in results:
         found = matches.get(result.student, [])
-        result.flags += [instructor_only(match.flag) for match in found]
+        result.flags += [instructor_only(match["flag"]) for match in found]
         if copied != "zero":
             continue
-        zeroed = {tests.get(match.grade_id) for match in found}
+        zeroed = {tests.get(match["grade_id"]) for match in found}
         for question in result.questions:
             if question.grade_id in zeroed and question.score:
                 question.score, question.status = 0.0, "copied"
                 question.detail = COPIED_DETAIL
-
-
-def _library_fingerprints() -> None:
-    from grading import copies
-
-    copies.library_corpus()
 
 
 def students_in(submitted: Path, assignment: str) -> list[str]:
@@ -202,55 +226,58 @@ def grade_batch(
     ingest puts it, and a stored result is reused by those files alone
     (:func:`submission_key`), so a nested one could be graded stale."""
     limits = limits or sandbox.Limits()
-    # the library's fingerprints (about 4 s of one core) are made while the sandboxes run
-    fingerprints = threading.Thread(target=_library_fingerprints, daemon=True)
-    fingerprints.start()
-    submitted, results_dir = course / "submitted", course / "grades" / assignment.name
-    roster_set = set(roster) if roster is not None else None
-    students = students_in(submitted, assignment.name)
-    everyone = sorted(set(students) | (roster_set or set()))
-    results: dict[str, StudentResult] = {}
-    todo = []
-    for student in everyone:
-        key = submission_key(submitted / student / assignment.name, assignment)
-        previous = stored(results_dir / f"{student}.json", key)
-        if previous is not None:
-            results[student] = previous
-        else:
-            todo.append((student, key))
-    with (
-        ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
-        tqdm(total=len(everyone), initial=len(results), desc=f"grading {assignment.name}",
-             unit="student", disable=not progress) as bar,
-    ):  # fmt: skip
-        futures = {
-            pool.submit(grade_submission, submitted / s / assignment.name, assignment, limits,
-                        isolation, s, key): s
-            for s, key in todo
-        }  # fmt: skip
-        try:
-            for future in as_completed(futures):
-                student = futures[future]
-                try:
-                    results[student] = future.result()
-                except Exception as error:  # the grader's own failure: not stored, so a
-                    results[student] = StudentResult(  # rerun tries this student again
-                        student, assignment.name,
-                        zero(assignment, "crash", "the grader failed on this submission"),
-                        [f"grader error (rerun to retry): {type(error).__name__}: {error}"],
-                    )  # fmt: skip
-                else:
-                    write_atomically(results_dir / f"{student}.json",
-                                     results[student].to_json())  # fmt: skip
-                bar.update()
-        except BaseException:  # Ctrl-C: stop queued work; what is stored stays for a resume
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-    if roster_set is not None:  # the roster may change between runs: not stored
-        for student in set(everyone) - roster_set:
-            results[student].flags.insert(0, "unknown student: not on the roster")
-    answers = {s: submitted_answers(submitted / s / assignment.name, assignment)
-               for s in students}  # fmt: skip
-    fingerprints.join()
-    flag_copies([results[s] for s in students], answers, assignment, copied)
+    if copied not in COPIED:
+        raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
+    copier = CopyChecker()
+    try:
+        submitted, results_dir = course / "submitted", course / "grades" / assignment.name
+        roster_set = set(roster) if roster is not None else None
+        students = students_in(submitted, assignment.name)
+        everyone = sorted(set(students) | (roster_set or set()))
+        results: dict[str, StudentResult] = {}
+        todo = []
+        for student in everyone:
+            key = submission_key(submitted / student / assignment.name, assignment)
+            previous = stored(results_dir / f"{student}.json", key)
+            if previous is not None:
+                results[student] = previous
+            else:
+                todo.append((student, key))
+        with (
+            ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
+            tqdm(total=len(everyone), initial=len(results), desc=f"grading {assignment.name}",
+                 unit="student", disable=not progress) as bar,
+        ):  # fmt: skip
+            futures = {
+                pool.submit(grade_submission, submitted / s / assignment.name, assignment, limits,
+                            isolation, s, key): s
+                for s, key in todo
+            }  # fmt: skip
+            try:
+                for future in as_completed(futures):
+                    student = futures[future]
+                    try:
+                        results[student] = future.result()
+                    except Exception as error:  # the grader's own failure: not stored, so a
+                        results[student] = StudentResult(  # rerun tries this student again
+                            student, assignment.name,
+                            zero(assignment, "crash", "the grader failed on this submission"),
+                            [f"grader error (rerun to retry): {type(error).__name__}: {error}"],
+                        )  # fmt: skip
+                    else:
+                        write_atomically(results_dir / f"{student}.json",
+                                         results[student].to_json())  # fmt: skip
+                    bar.update()
+            except BaseException:  # Ctrl-C: stop queued work; what is stored stays for a resume
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+        if roster_set is not None:  # the roster may change between runs: not stored
+            for student in set(everyone) - roster_set:
+                results[student].flags.insert(0, "unknown student: not on the roster")
+        answers = {s: submitted_answers(submitted / s / assignment.name, assignment)
+                   for s in students}  # fmt: skip
+        matches = copier.matches(answers, assignment.released_answers)
+    finally:  # also on Ctrl-C: no process left behind
+        copier.close()
+    flag_copies([results[s] for s in students], matches, assignment, copied)
     return [results[s] for s in everyone]

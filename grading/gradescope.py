@@ -220,7 +220,8 @@ def run(root: Path = ROOT) -> int:
                                          nested=True)  # fmt: skip
         # one submission: compared with the library only, flagged for the instructor
         answers = grader.submitted_answers(root / "submission", assignment, nested=True)
-        grader.flag_copies([result], {result.student: answers}, assignment)
+        matches = grader.copy_matches({result.student: answers}, assignment.released_answers)
+        grader.flag_copies([result], matches, assignment)
         data = results(result, assignment)
         for flag in result.flags:  # all of them, for the instructor: stdout is hidden
             print(f"flag: {flag}")

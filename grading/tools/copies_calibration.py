@@ -29,7 +29,7 @@ def model_solutions(source=release.SOURCE) -> list[tuple[str, str, str, str]]:
     """(chapter, grade_id, model solution, released answer cell) of every code answer."""
     found = []
     for chapter in release.chapters(source):
-        released = copies.released_answers(course.load(chapter, source))
+        released = course.load(chapter, source).released_answers
         nb = nbformat.read(course.source_notebook(chapter, source), as_version=4)
         for cell in nb.cells:
             info = course.meta(cell)

@@ -88,3 +88,6 @@ def test_the_student_never_reads_a_copy_flag_and_the_instructor_does(batch):
 def test_a_bad_copied_value_is_named():
     with pytest.raises(ValueError, match="copied must be one of flag, zero, not 'maybe'"):
         grader.flag_copies([], {}, course.load(CHAPTER, SOURCE), copied="maybe")
+    with pytest.raises(ValueError, match="copied must be one of flag, zero, not 'maybe'"):
+        grader.grade_batch(course.load(CHAPTER, SOURCE), SOURCE, isolation=SANDBOX,
+                           copied="maybe")  # fmt: skip
