@@ -157,16 +157,8 @@ def called(source: str) -> set[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            parts, target = [], node.func
-            while isinstance(target, ast.Attribute):
-                parts.append(target.attr)
-                target = target.value
-            if isinstance(target, ast.Name):
-                found.add(".".join([target.id, *reversed(parts)]))
-    return found
+    return {dotted for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (dotted := dotted_name(node.func))}
 
 
 def used(source: str) -> set[str]:

@@ -148,6 +148,11 @@ COPIED = ("flag", "zero")  # what `grade --copied` does with an answer that matc
 COPIED_DETAIL = "your answer matches code found elsewhere (your instructor has the details)"
 
 
+def _check_copied(copied: str) -> None:
+    if copied not in COPIED:
+        raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
+
+
 def copy_matches(answers: dict[str, dict[str, str]], released: dict[str, str]) -> dict:
     """student -> the copies among their answers, each ``{"grade_id", "flag"}``
     (:func:`grading.copies.copy_flags`): compared with the library and with the same
@@ -186,8 +191,7 @@ def flag_copies(results: list[StudentResult], matches: dict, assignment: Assignm
     may name another student); with ``copied="zero"`` the matched question also scores 0
     with a reason the student reads. In place; a batch's flags are made afresh on every
     run, since they depend on every submission."""
-    if copied not in COPIED:
-        raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
+    _check_copied(copied)
     tests = {e.answer_id: e.test_id for e in assignment.exercises}
     for result in results:
         found = matches.get(result.student, [])
@@ -226,8 +230,7 @@ def grade_batch(
     ingest puts it, and a stored result is reused by those files alone
     (:func:`submission_key`), so a nested one could be graded stale."""
     limits = limits or sandbox.Limits()
-    if copied not in COPIED:
-        raise ValueError(f"copied must be one of {', '.join(COPIED)}, not {copied!r}")
+    _check_copied(copied)
     copier = CopyChecker()
     try:
         submitted, results_dir = course / "submitted", course / "grades" / assignment.name

@@ -122,19 +122,27 @@ def _imports(setup: str) -> dict[str, tuple]:
         tree = ast.parse(setup)
     except SyntaxError:
         return {}
+    return _imports_in(PACKAGE, [n for n in ast.walk(tree)
+                                 if isinstance(n, (ast.Import, ast.ImportFrom))])  # fmt: skip
+
+
+def _imports_in(module: str, statements: list) -> dict[str, tuple]:
+    """What ``import`` statements read in ``module`` bind: ``import helpers.memory`` binds
+    ``helpers``, ``... as m`` the module; ``from`` imports what :func:`_member` finds."""
     bound: dict[str, tuple] = {}
-    for node in ast.walk(tree):
+    for node in statements:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in library():
-                    # `import helpers.memory` binds `helpers`; `... as m` binds the module
                     name = alias.name if alias.asname else PACKAGE
                     bound[alias.asname or PACKAGE] = ("module", name)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module in library():
-            for alias in node.names:
-                member = _member(("module", node.module), alias.name)
-                if member:
-                    bound[alias.asname or alias.name] = member
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, node)
+            if source in library():
+                for alias in node.names:
+                    member = _member(("module", source), alias.name)
+                    if member:
+                        bound[alias.asname or alias.name] = member
     return bound
 
 
@@ -199,18 +207,19 @@ def _lookup(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             and ast.unparse(first).strip("'\"") == "str" and text not in ("", "str"))
 
 
-# --- what an exercise's reference reaches --------------------------------------------------
+# --- what an exercise may use -------------------------------------------------------------
 #
 # A stub of the reference alone is not enough: its body is often a line that calls other
-# library functions (``return _params(cfg, cfg.n_experts)``), and pasting that line into the
-# answer would still score. So the answer process stubs every function the reference reaches
-# through the library's own calls, read from the sources: names bound in the function's
+# library functions (``return _params(cfg, cfg.n_experts)``), and the library holds other
+# copies of some answers. So the answer process refuses by default: every library function
+# is a stub but what the exercise may use, which is what the model solution names (its
+# tools), what the setup cell calls and what the library runs when it is imported, with
+# everything those reach. Reaching is read from the sources: names bound in a function's
 # module or imported inside it, ``module.function`` chains, ``self.method``, a class's
-# constructor, and ``obj.method(...)`` on an object whose class the source does not say (every
-# library method of that name: reading types would need running the code). What the exercise
-# may use stays real: what the model solution names (its tools), what the setup cell calls,
-# what the library runs when it is imported, and everything those reach. A constructor, a
-# property or any other dunder is never stubbed: the tests' arguments are built from them.
+# constructor, module-level tables, default values, and ``obj.method(...)`` on an object
+# whose class the source does not say (every library method of that name: reading types
+# would need running the code). Dunders other than constructors, properties and lookups
+# are never stubbed: the tests' arguments are pickled, compared and printed with them.
 
 Function = tuple[str, str]  # (module, qualname)
 CONSTRUCTORS = ("__init__", "__post_init__", "__new__", "__call__")
@@ -459,7 +468,7 @@ def _resolve_name(module: str, node: ast.expr, local: dict[str, tuple] | None) -
     """What a name or dotted chain of names means in ``module`` (or None)."""
     parts = dotted_name(node).split(".")
     where = (local or {}).get(parts[0]) or _member(("module", module), parts[0]) \
-        or _module_import(module, parts[0])  # fmt: skip
+        or _module_imports(module).get(parts[0])  # fmt: skip
     for part in parts[1:]:
         where = _member(where, part) if where and where[0] in ("module", "class") else None
     return where
@@ -471,32 +480,10 @@ def _module_imports(module: str) -> dict[str, tuple]:
     return _imports_in(module, _tree(module).body)
 
 
-def _module_import(module: str, name: str) -> tuple | None:
-    return _module_imports(module).get(name)
-
-
 def _local_imports(module: str, node: ast.AST) -> dict[str, tuple]:
     """Imports inside a function's body (a library module imported late, against a cycle)."""
     return _imports_in(module, [n for n in ast.walk(node)
                                 if isinstance(n, (ast.Import, ast.ImportFrom))])  # fmt: skip
-
-
-def _imports_in(module: str, statements: list) -> dict[str, tuple]:
-    bound: dict[str, tuple] = {}
-    for node in statements:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name in library():
-                    name = alias.name if alias.asname else PACKAGE
-                    bound[alias.asname or PACKAGE] = ("module", name)
-        elif isinstance(node, ast.ImportFrom):
-            source = _absolute(module, node)
-            if source in library():
-                for alias in node.names:
-                    member = _member(("module", source), alias.name)
-                    if member:
-                        bound[alias.asname or alias.name] = member
-    return bound
 
 
 @functools.cache
