@@ -1,0 +1,598 @@
+"""Published GPU measurements beside the book's roofline (chapters 5, 6, 7, 9 and 10).
+
+The book's measured figures come from the reader's device; this module holds what others
+measured on real GPUs, each row read from its source (title, URL, software, date, and the
+source's own words for the setup), and holds each one against the roofline the book
+teaches: the same ``flops``, ``memory`` and ``roofline`` formulas, on the same datasheet
+chips (``helpers.hardware``) and model configs (``helpers.models``). ``compare(row)`` gives
+the bound, the achieved share (published / bound) and which roof binds; ``table(kind)``
+does it for every row of a kind; ``reason(kind)`` says why the share is what it is, from
+the numbers; ``report(kind)`` prints the three for a chapter.
+
+Every bound is **generous on purpose**, so that it is a true upper bound on the figure:
+
+- every chip's FLOP/s and bandwidth are added up, and chips talk for free (no all-reduce);
+- the datasheet's dense peak of the narrowest dtype the row computes in;
+- the fewest bytes the row's dtypes permit: weights, activations, embeddings and LM head
+  at the weights' width, the KV cache at its own, no quantization scales;
+- compute and memory overlap perfectly across a run (one ``bound_time`` over all its FLOPs
+  and bytes, never the sum of per-step bounds), attention skips its masked half;
+- where a setup is a range (a decode over a growing cache), its cheapest point;
+- where a figure leaves work out of sight (an MLPerf sample's prompt), that work is not
+  counted.
+
+A published figure above its bound would mean the book's formula or the row is wrong;
+``tests/helpers/test_published.py`` checks that none is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from helpers._validate import one_of
+from helpers.flops import forward_flops, matmul_flops, param_count
+from helpers.hardware import HardwareSpec
+from helpers.hardware import get as get_chip
+from helpers.memory import forward_bytes, kv_bytes_per_token, linear_bytes
+from helpers.models import PRESETS, ModelConfig
+from helpers.roofline import RooflineTime, bound_time
+
+__all__ = ["Source", "Measurement", "Comparison", "SOURCES", "MODELS", "KINDS", "rows",
+           "model", "source_of", "aggregate_chip", "compare", "table", "shares", "reason",
+           "report", "llama2_param_counts"]
+
+KINDS = ("gemm", "bandwidth", "decode", "throughput", "mlperf", "tp")
+"""What a row measured: a matmul's FLOP/s, a streaming kernel's bytes/s, one stream's
+decode tokens/s, a batched run's output tokens/s at stated batch and lengths, an MLPerf
+Inference scenario's tokens/s, and decode tokens/s at tensor-parallel degree T."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where rows were read: ``title`` and ``url`` (the file or page read, at the commit
+    read where it is a repository)."""
+
+    key: str
+    title: str
+    url: str
+
+
+_MAMF_URL = ("https://github.com/stas00/ml-engineering/blob/"
+             "744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")
+_BABEL_URL = ("https://github.com/ukri-bench/benchmark-BabelStream/blob/"
+              "464294e/README.md")
+_GPTFAST_URL = ("https://github.com/pytorch-labs/gpt-fast/blob/"
+                "32971d3129541c5bfb4f715abc33d1c5f408d204/README.md")
+_TRT_URL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/"
+            "138f96d45f90b9667426f7c47297d8c06bafac73/docs/source/performance.md")
+_MLPERF = "https://github.com/mlcommons/inference_results_v4.1/blob/a2f5d66d/closed/NVIDIA/"
+SOURCES = {source.key: source for source in (
+    Source("mamf", "Stas Bekman, Machine Learning Engineering: Maximum Achievable Matmul "
+           "FLOPS comparison table (mamf-finder)", _MAMF_URL),
+    Source("babelstream", "UKRI benchmark suite, BabelStream benchmark README: example "
+           "performance data (Tursa, A100)", _BABEL_URL),
+    Source("gpt-fast", "PyTorch Labs, gpt-fast README: Benchmarks and Tensor Parallelism",
+           _GPTFAST_URL),
+    Source("trtllm", "NVIDIA TensorRT-LLM, Performance of TensorRT-LLM (v0.6.1 tables)",
+           _TRT_URL),
+    Source("mlperf", "MLCommons, MLPerf Inference v4.1 results, closed division, NVIDIA",
+           _MLPERF + "results"),
+)}  # fmt: skip
+
+
+# Models the presets lack, read from their published config.json (the fields these
+# formulas use). huggingface.co could not be reached: the values are those of copies of
+# the files quoted in public repositories, which agree with each other.
+_LLAMA2 = {"model_type": "llama", "hidden_act": "silu", "num_attention_heads": 32,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "vocab_size": 32000,
+           "tie_word_embeddings": False}  # fmt: skip
+MODELS = {cfg.name: cfg for cfg in (
+    dataclasses.replace(ModelConfig.from_hf_config(
+        {**_LLAMA2, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_key_value_heads": 32}, name="Llama-2-7B"),
+        source="Hugging Face config.json of meta-llama/Llama-2-7b-hf"),
+    dataclasses.replace(ModelConfig.from_hf_config(
+        {**_LLAMA2, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+         "num_attention_heads": 64, "num_key_value_heads": 8}, name="Llama-2-70B"),
+        source="Hugging Face config.json of meta-llama/Llama-2-70b-hf"),
+)}  # fmt: skip
+"""Llama-2-7B and Llama-2-70B (MLPerf's and TensorRT-LLM's models), beside the presets."""
+
+
+def model(name: str) -> ModelConfig:
+    """A row's model: a ``helpers.models`` preset, else one of ``MODELS``."""
+    if name in PRESETS:
+        return PRESETS[name]
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}") from None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published figure (``figure`` in ``unit``) and what it measured.
+
+    ``chip`` names a ``helpers.hardware`` spec, ``chips`` how many ran it (the figure is
+    for all of them together unless ``per_chip``). ``shape`` is a GEMM's (m, k, n):
+    [m×k]·[k×n]. ``prompt`` and ``output``: tokens in and out per sequence (a decode row's
+    ``prompt`` is the context its steps start from); ``batch``: sequences run together.
+    ``weight_dtype``, ``kv_dtype``: storage; ``compute_dtype``: the dtype whose datasheet
+    peak the matmuls run at (bf16 for weight-only int8, whose weights are widened before
+    the multiply). ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
+    ``quote``: the source's own words for the setup; ``date``: when the figure was
+    published (the commit that added it, or the results' release)."""
+
+    kind: str
+    label: str
+    chip: str
+    chips: int
+    figure: float
+    unit: str
+    software: str
+    date: str
+    source: str
+    quote: str
+    model: str | None = None
+    weight_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    compute_dtype: str = "bf16"
+    batch: int = 1
+    prompt: int | None = None
+    output: int | None = None
+    shape: tuple[int, int, int] | None = None
+    scenario: str | None = None
+    ttft_limit: float | None = None
+    tpot_limit: float | None = None
+    per_chip: bool = False
+
+    def __post_init__(self) -> None:
+        one_of(self.kind, KINDS, "kind")
+        if self.source not in SOURCES:
+            raise ValueError(f"{self.label}: unknown source {self.source!r}")
+        if not self.figure > 0 or self.chips < 1:
+            raise ValueError(f"{self.label}: figure must be positive, chips at least 1")
+
+
+# --- chapter 5: GEMM throughput (mamf-finder) and achieved HBM bandwidth (BabelStream).
+_MAMF_Q = ("Reporting a mean of 100 iterations after 50 warmup iterations for each shape. "
+           "Best Shape MxNxK {shape}")
+_BABEL_Q = ("Running kernels 100 times / Precision: double / Array size: 268.4 MB (=0.3 GB) "
+            "/ Using CUDA device NVIDIA A100-SXM4-80GB / {kernel} {mbs} MBytes/sec")
+_ARRAY = 268_435_456  # BabelStream 5.0's default: 2**25 doubles an array ("268.4 MB")
+_GEMMS = (
+    # chip, dtype, MAMF TFLOP/s, M, N, K as the table prints them, torch, date added
+    ("H100 SXM", "bf16", 794.5, 2048, 2048, 13312, "2.7.0+cu126", "2025-01-05"),
+    ("A100 80GB SXM", "bf16", 271.2, 1024, 10240, 5120, "2.6.0+cu126", "2025-01-04"),
+    ("B200", "bf16", 1745.0, 1792, 16128, 3072, "2.7.1+cu128", "2025-07-07"),
+    ("H100 SXM", "fp8", 1402.6, 1024, 9216, 14336, "2.7.0+cu126", "2025-01-05"),
+    ("H200 SXM", "fp8", 1453.4, 1280, 4096, 12032, "2.7.1+cu128", "2025-07-08"),
+)
+
+# --- chapters 6 and 10: gpt-fast, batch 1, an 8xA100-80GB power-limited to 330 W.
+_GPTFAST_Q = ("Benchmarks run on an 8xA100-80GB, power limited to 330W with a hybrid cube "
+              "mesh topology. Note that all benchmarks are run at *batch size=1* [...] they "
+              "are run with a very small prompt length (just 5 tokens).")
+_GPTFAST_SW = "gpt-fast (PyTorch nightly, torch.compile; the README names no version)"
+_DECODES = (
+    # model, technique, weight dtype, tokens/s
+    ("Llama-3.1-8B", "Base", "bf16", 93.89),
+    ("Llama-3.1-8B", "8-bit", "int8", 137.64),
+    ("Llama-3.1-70B", "8-bit", "int8", 18.04),
+)
+_TP = (("Llama-3.1-8B", ((1, 93.83), (2, 149.10), (4, 217.21), (8, 276.01))),
+       ("Llama-3.1-70B", ((2, 16.03), (4, 37.45), (8, 58.78))))
+
+# --- chapter 7: TensorRT-LLM v0.6.1, static batches (gptSessionBenchmark).
+_TRT_Q = ("The below tables provide reference data at large batch sizes, representing high "
+          "throughput offline tasks. This data has been updated for v0.6.1, unless "
+          "specified. [...] For the GPT-J, Llama2-7b, and Llama2-70b benchmarks were ran "
+          "using a single-setting engine build")
+_TRT_FP8 = " [...] --enable_fp8 --fp8_kv_cache"
+_TRT_SW = "TensorRT-LLM v0.6.1 (gptSessionBenchmark)"
+_TRT_DATE = "2023-12-19"  # on main by then: TensorRT-LLM issue #703 quotes its GPT-J rows
+_THROUGHPUTS = (
+    # chip, chips, model, dtype, batch, input, output, figure, unit per chip?
+    ("H100 SXM", 1, "Llama-2-7B", "fp8", 768, 128, 128, 19_694, True),
+    ("H100 SXM", 1, "Llama-2-7B", "fp8", 112, 128, 2048, 6_818, True),
+    ("H100 SXM", 1, "Llama-2-7B", "fp8", 80, 2048, 128, 2_244, True),
+    ("H100 SXM", 1, "Llama-2-7B", "fp8", 48, 2048, 2048, 2_740, True),
+    ("H100 SXM", 2, "Llama-2-70B", "fp8", 1024, 128, 128, 2_657, True),
+    ("A100 80GB SXM", 1, "Llama-2-7B", "fp16", 384, 128, 128, 5_586, False),
+    ("A100 80GB SXM", 1, "Llama-2-7B", "fp16", 60, 128, 2048, 1_928, False),
+)
+
+# --- chapter 9: MLPerf Inference v4.1, Llama-2-70B, 8 GPUs, TensorRT-LLM.
+_MLPERF_Q = ("quantize.py --dtype float16 --qformat fp8 --kv_cache_dtype fp8 [...] "
+             "Scenario : {scenario} [...] {metric}: {figure} [...] ttft_latency (ns): "
+             "2000000000 / tpot_latency (ns): 200000000")
+_MLPERF_SW = "TensorRT 10.2.0, CUDA 12.4, TensorRT-LLM (NVIDIA's v4.1 submission code)"
+_MLPERFS = (
+    # system folder, chip, benchmark, scenario, tokens/s
+    ("DGX-H100_H100-SXM-80GBx8_TRT", "H100 SXM", "llama2-70b-99.9", "Offline", 24524.9),
+    ("DGX-H100_H100-SXM-80GBx8_TRT", "H100 SXM", "llama2-70b-99.9", "Server", 21605.79),
+    ("H200-SXM-141GBx8_TRT", "H200 SXM", "llama2-70b-99", "Offline", 31302.7),
+    ("H200-SXM-141GBx8_TRT", "H200 SXM", "llama2-70b-99", "Server", 29228.22),
+)
+
+
+def _all_rows() -> tuple[Measurement, ...]:
+    out: list[Measurement] = []
+    for chip, dtype, tflops, m, n, k, torch, date in _GEMMS:
+        out.append(Measurement(
+            kind="gemm", label=f"{dtype} matmul {m}x{n}x{k} (MxNxK)", chip=chip, chips=1,
+            figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date,
+            source="mamf", quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype,
+            compute_dtype=dtype, shape=(m, k, n)))
+    for kernel, mbs, arrays in (("Copy", 1709360.800, 2), ("Triad", 1724827.354, 3)):
+        out.append(Measurement(
+            kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
+            chip="A100 80GB SXM", chips=1, figure=mbs, unit="MB/s",
+            software="BabelStream 5.0, CUDA (driver 12030)", date="2024-12-16",
+            source="babelstream", quote=_BABEL_Q.format(kernel=kernel, mbs=mbs),
+            batch=arrays))
+    for name, technique, dtype, tps in _DECODES:
+        out.append(Measurement(
+            kind="decode", label=f"{name} {technique}, batch 1", chip="A100 80GB SXM",
+            chips=1, figure=tps, unit="tokens/s", software=_GPTFAST_SW, date="2024-09-13",
+            source="gpt-fast", quote=_GPTFAST_Q, model=name, weight_dtype=dtype,
+            kv_dtype="bf16", prompt=5))
+    for name, series in _TP:
+        for ranks, tps in series:
+            out.append(Measurement(
+                kind="tp", label=f"{name} bf16, TP={ranks}", chip="A100 80GB SXM",
+                chips=ranks, figure=tps, unit="tokens/s", software=_GPTFAST_SW,
+                date="2024-09-13", source="gpt-fast", quote=_GPTFAST_Q, model=name,
+                kv_dtype="bf16", prompt=5))
+    for chip, chips, name, dtype, batch, s, n, tps, per_chip in _THROUGHPUTS:
+        out.append(Measurement(
+            kind="throughput", label=f"{name} {dtype}, batch {batch}, {s}/{n}, TP={chips}",
+            chip=chip, chips=chips, figure=tps,
+            unit="output tokens/s per GPU" if per_chip else "output tokens/s",
+            software=_TRT_SW, date=_TRT_DATE, source="trtllm",
+            quote=_TRT_Q + (_TRT_FP8 if dtype == "fp8" else ""), model=name,
+            weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch, prompt=s,
+            output=n, per_chip=per_chip))
+    for _system, chip, bench, scenario, tps in _MLPERFS:
+        metric = "Tokens per second" if scenario == "Offline" else "Completed tokens per second"
+        out.append(Measurement(
+            kind="mlperf", label=f"{bench} {scenario}, 8x {chip}", chip=chip, chips=8,
+            figure=tps, unit="tokens/s", software=_MLPERF_SW, date="2024-08-28",
+            source="mlperf", quote=_MLPERF_Q.format(scenario=scenario, metric=metric,
+                                                    figure=tps),
+            model="Llama-2-70B", weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8",
+            scenario=scenario, ttft_limit=2.0, tpot_limit=0.2))
+    return tuple(out)
+
+
+_ROWS = _all_rows()
+
+
+def rows(kind: str | None = None) -> tuple[Measurement, ...]:
+    """The published rows, all of them or those of one ``kind``."""
+    if kind is None:
+        return _ROWS
+    one_of(kind, KINDS, "kind")
+    return tuple(row for row in _ROWS if row.kind == kind)
+
+
+def source_of(row: Measurement) -> Source:
+    """The ``Source`` a row was read from; an MLPerf row's URL names its summary file."""
+    source = SOURCES[row.source]
+    if row.kind != "mlperf":
+        return source
+    system = next(s for s, c, *_ in _MLPERFS if c == row.chip)
+    bench = row.label.split()[0]
+    path = f"results/{system}/{bench}/{row.scenario}/performance/run_1/mlperf_log_summary.txt"
+    return dataclasses.replace(source, url=_MLPERF + path)
+
+
+# ------------------------------------------------------------------ the bounds
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A row held against its roofline: ``bound`` (in the row's unit) and ``share`` =
+    figure / bound; ``binds`` names the roof (``"compute"`` or ``"memory"``). ``work`` is
+    the ``RooflineTime`` of the work the bound counts (its FLOPs, bytes and seconds on
+    ``chip``, the aggregate of the row's chips), which yields ``units`` of the figure (tokens;
+    1 for a rate), so bound = units / work.seconds in the row's unit. ``phases``: for a
+    batched run, its prefill's and its decode's own ``RooflineTime``, bounded apart."""
+
+    row: Measurement
+    bound: float
+    share: float
+    binds: str
+    work: RooflineTime
+    units: float
+    chip: HardwareSpec
+    phases: tuple[RooflineTime, RooflineTime] | None = None
+
+    @property
+    def measured_seconds(self) -> float:
+        """The time the published figure implies for the same work."""
+        return self.work.seconds / self.share
+
+    @property
+    def sequential_share(self) -> float | None:
+        """The share against a tighter bound in which prefill and decode run one after
+        the other, as a static batch runs them (None for a row without phases)."""
+        if self.phases is None:
+            return None
+        return self.share * sum(p.seconds for p in self.phases) / self.work.seconds
+
+
+def aggregate_chip(name: str, chips: int) -> HardwareSpec:
+    """``chips`` of a chip as one: every peak and the bandwidth added up, memory too
+    (generous: no link between them costs anything)."""
+    hw = get_chip(name)
+    if chips == 1:
+        return hw
+    return dataclasses.replace(
+        hw, name=f"{chips}x {hw.name}", bandwidth=hw.bandwidth * chips,
+        memory_bytes=hw.memory_bytes * chips, visible_memory_bytes=None,
+        peak_flops={d: p * chips for d, p in hw.peak_flops.items()})
+
+
+def _timed(flops: float, moved: float, hw: HardwareSpec, dtype: str) -> RooflineTime:
+    return bound_time(flops, moved, hw.peak(dtype), hw.bandwidth)
+
+
+def _gemm(row: Measurement, hw: HardwareSpec):
+    """[m×k]·[k×n] once: 2mkn FLOPs over b(mk + kn + mn) bytes at the dtype's width."""
+    m, k, n = row.shape
+    work = _timed(matmul_flops(m, k, n), linear_bytes(m, k, n, row.compute_dtype), hw,
+                  row.compute_dtype)
+    return work, work.flops, 1e-12, None  # FLOP/s -> TFLOP/s
+
+
+def _bandwidth(row: Measurement, hw: HardwareSpec):
+    """One pass of the kernel: ``batch`` arrays read or written once. Triad's FLOPs (2 per
+    24 bytes) are left out: leaving work out only raises the bound."""
+    moved = row.batch * _ARRAY
+    work = bound_time(0, moved, max(hw.peak_flops.values()), hw.bandwidth)
+    return work, moved, 1e-6, None  # B/s -> MB/s (BabelStream's MBytes/sec: 10**6 B/s)
+
+
+def _decode(row: Measurement, hw: HardwareSpec):
+    """One decode step of one sequence at the prompt's context (the cheapest step of the
+    run: the cache only grows), LM head on its token."""
+    cfg = model(row.model)
+    flops = forward_flops(cfg, 1, context=row.prompt, logits="last").total
+    moved = sum(forward_bytes(cfg, 1, context=row.prompt, dtype=row.weight_dtype,
+                              logits="last", kv_dtype=row.kv_dtype).values())  # fmt: skip
+    return _timed(flops, moved, hw, row.compute_dtype), 1.0, 1.0, None
+
+
+def _throughput(row: Measurement, hw: HardwareSpec):
+    """A static batch: one prefill of ``batch`` prompts (causal: masked blocks skipped),
+    then ``output`` − 1 decode steps of the batch at contexts S … S + n − 2, each reading
+    the weights once for the batch and each sequence's own cache. A step's FLOPs and bytes
+    are affine in the context, so the steps' sum is their count times the mean of the first
+    and the last. The bound is one ``bound_time`` over the run (prefill's compute may hide
+    decode's memory traffic); ``phases`` bounds each phase apart."""
+    cfg, b, s, n = model(row.model), row.batch, row.prompt, row.output
+
+    def step(context: int) -> tuple[int, int]:
+        f = forward_flops(cfg, 1, context=context, batch=b, logits="last").total
+        m = forward_bytes(cfg, 1, context=context, batch=b, dtype=row.weight_dtype,
+                          logits="last", kv_dtype=row.kv_dtype)  # fmt: skip
+        return f, sum(m.values())
+
+    prefill = (forward_flops(cfg, s, batch=b, attention="causal", logits="last").total,
+               sum(forward_bytes(cfg, s, batch=b, dtype=row.weight_dtype, logits="last",
+                                 kv_dtype=row.kv_dtype).values()))  # fmt: skip
+    decode = (0, 0)
+    if n > 1:
+        (f0, m0), (f1, m1) = step(s), step(s + n - 2)
+        decode = ((n - 1) * (f0 + f1) // 2, (n - 1) * (m0 + m1) // 2)
+    work = _timed(prefill[0] + decode[0], prefill[1] + decode[1], hw, row.compute_dtype)
+    phases = tuple(_timed(f, m, hw, row.compute_dtype) for f, m in (prefill, decode) if f)
+    return work, float(b * n), 1.0, phases if len(phases) == 2 else None
+
+
+def _mlperf(row: Measurement, hw: HardwareSpec):
+    """One output token: one token's pass through every weight with an empty cache (it
+    attends only to itself: fewer FLOPs than any real step), and the bytes only it must
+    move, its own K and V written once (the weights, shared by the batch, and the cache
+    reads are left out). The prompts are left out too (the dataset's input lengths are not
+    among the published figures): the bound counts decode work alone."""
+    cfg = model(row.model)
+    flops = forward_flops(cfg, 1, logits="last").total
+    work = _timed(flops, kv_bytes_per_token(cfg, row.kv_dtype), hw, row.compute_dtype)
+    return work, 1.0, 1.0, None
+
+
+_WORK = {"gemm": _gemm, "bandwidth": _bandwidth, "decode": _decode, "tp": _decode,
+         "throughput": _throughput, "mlperf": _mlperf}
+
+
+def compare(row: Measurement) -> Comparison:
+    """``row`` against its roofline on the aggregate of its chips (``aggregate_chip``)."""
+    hw = aggregate_chip(row.chip, row.chips)
+    work, units, scale, phases = _WORK[row.kind](row, hw)
+    bound = units / work.seconds * scale
+    if row.per_chip:
+        bound /= row.chips
+    return Comparison(row, bound, row.figure / bound, work.bound, work, units, hw, phases)
+
+
+def table(kind: str | None = None) -> list[Comparison]:
+    """``compare`` of every row of ``kind`` (all rows for None), in the table's order."""
+    return [compare(row) for row in rows(kind)]
+
+
+def shares(kind: str | None = None) -> tuple[float, float]:
+    """The lowest and highest achieved share among a kind's rows."""
+    values = [c.share for c in table(kind)]
+    return min(values), max(values)
+
+
+# ------------------------------------------------------------------ why not more
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
+
+
+def _copy_share() -> float:
+    """The best share of the datasheet bandwidth a streaming kernel reached (BabelStream)."""
+    return max(c.share for c in table("bandwidth"))
+
+
+def _gemm_reason(cs: list[Comparison]) -> str:
+    ridge = max(c.chip.ridge(c.row.compute_dtype) for c in cs)
+    least = min(c.work.flops / c.work.bytes_moved for c in cs)
+    by = {d: [c.share for c in cs if c.row.compute_dtype == d] for d in ("bf16", "fp8")}
+    return (
+        f"Every shape sits far right of its ridge (intensity at least {least:,.0f} FLOP/B, "
+        f"ridges at most {ridge:,.0f}), so the bound is the datasheet's dense peak and the "
+        f"whole gap is the kernel's: {_span(by['bf16'])} of the bf16 peak, "
+        f"{_span(by['fp8'])} of the fp8 one, at the best shape a brute-force search found. "
+        "Clocks below boost under the power limit, tiles that do not divide the matrix, "
+        "a last wave of tiles that leaves SMs idle, and the epilogue cost time the roofline "
+        "does not count. No model built from these GEMMs reaches a higher MFU.")
+
+
+def _bandwidth_reason(cs: list[Comparison]) -> str:
+    parts = ", ".join(f"{c.row.label.split()[1]} {c.row.figure / 1e3:,.0f} GB/s "
+                      f"({c.share:.0%})" for c in cs)  # fmt: skip
+    return (
+        f"A streaming kernel, arrays far larger than the cache: {parts} of the datasheet's "
+        f"{cs[0].chip.bandwidth / 1e9:,.0f} GB/s. The datasheet counts the pins' transfer "
+        "rate; DRAM refresh, row switches and turning the bus between reads and writes take "
+        "a share that no kernel recovers. This is the practical memory roof: a decode that "
+        "reaches it is as fast as memory allows.")
+
+
+def _decode_reason(cs: list[Comparison]) -> str:
+    copy = _copy_share()
+    lines = [f"{c.row.label}: bound {c.work.seconds * 1e3:.2f} ms a token for "
+             f"{c.work.bytes_moved / 1e9:.1f} GB, measured {c.measured_seconds * 1e3:.2f} ms "
+             f"({c.share:.0%}, {c.share / copy:.0%} of the copy kernel's share)"
+             for c in cs]  # fmt: skip
+    bf16 = [c.share for c in cs if c.row.weight_dtype == "bf16"]
+    int8 = [c.share for c in cs if c.row.weight_dtype == "int8"]
+    return (
+        "One sequence reads every weight once per token, so the memory roof binds and the "
+        "bound is the bytes over the datasheet bandwidth. " + "; ".join(lines) + ". "
+        f"A copy kernel reaches {copy:.0%} of that bandwidth on this chip (table above), so "
+        "part of the gap is the memory itself; the rest is the engine: matrix-vector "
+        "products too thin to stream at full rate, attention and norms between them, the "
+        "cache growing from the 5-token prompt, a GPU power-limited to 330 W (gpt-fast's "
+        "torch.compile with CUDA graphs has already removed most launch cost). "
+        f"Weight-only int8 halves the bytes but adds a dequantize: its share ({_span(int8)}) "
+        f"is below bf16's ({_span(bf16)}), though its tokens/s are higher.")
+
+
+def _decode_heavy(c: Comparison) -> bool:
+    """Whether a batched run's decode takes at least 90% of its phases' bounded time."""
+    prefill, decode = c.phases
+    return decode.seconds >= 0.9 * (prefill.seconds + decode.seconds)
+
+
+def _throughput_reason(cs: list[Comparison]) -> str:
+    copy = _copy_share()
+    lines = [f"{c.row.label} ({c.chip.name}): {c.share:.0%} of a {c.binds}-bound "
+             f"{c.bound:,.0f}, {c.sequential_share:.0%} with the phases in sequence"
+             for c in cs]  # fmt: skip
+    heavy = [c for c in cs if _decode_heavy(c)]
+    mixed = [c for c in cs if not _decode_heavy(c)]
+    return (
+        "Static batches of stated size: the bound counts every prompt's prefill and each "
+        "decode step reading the weights once for the batch and each sequence's own "
+        "cache, with prefill's compute free to hide decode's memory traffic. "
+        + "; ".join(lines) + ". "
+        f"Runs that are nearly all decode are memory-bound and reach "
+        f"{_span([c.share for c in heavy])}, close to the {copy:.0%} a copy kernel reaches "
+        "on an A100 (chapter 5). Where the prefill weighs too, the shares are lower "
+        f"({_span([c.share for c in mixed])}): a static batch runs its prefill, then its "
+        "decode, and cannot hide one behind the other; bounded with the phases in sequence "
+        f"the same runs reach {_span([c.sequential_share for c in mixed])}. The rest is "
+        "attention over a large cache (Llama-2-7B keeps all 32 heads' keys and values), "
+        "launches and sampling. Chapter 7's continuous batching is what lets an engine "
+        "overlap the phases.")
+
+
+def _mlperf_reason(cs: list[Comparison]) -> str:
+    lines = [f"{c.row.label}: {c.row.figure:,.0f} tokens/s of {c.bound:,.0f} "
+             f"({c.share:.0%}; {c.row.figure / c.row.chips:,.0f} per GPU)" for c in cs]
+    server = {c.row.chip: c.row.figure for c in cs if c.row.scenario == "Server"}
+    offline = {c.row.chip: c.row.figure for c in cs if c.row.scenario == "Offline"}
+    kept = ", ".join(f"{chip} {server[chip] / offline[chip]:.0%}" for chip in server
+                     if chip in offline)  # fmt: skip
+    return (
+        "The bound counts only each output token's pass through the weights, at the fp8 "
+        "peak of all 8 GPUs, with no prompt, cache or communication: " + "; ".join(lines)
+        + ". So these shares understate the engine: the prompts' prefill (left out because "
+        "the dataset's lengths are not among the published figures), every step's KV-cache "
+        "reads, the all-reduces between GPUs and the engine's own losses take the rest. "
+        f"Server keeps {kept} of Offline's throughput: the price of meeting TTFT <= 2 s and "
+        "TPOT <= 200 ms at the 99th percentile for requests arriving one at a time, the "
+        "trade chapter 9's planner makes (a smaller batch for a shorter step).")
+
+
+def _tp_reason(cs: list[Comparison]) -> str:
+    out = []
+    for name in dict.fromkeys(c.row.model for c in cs):
+        series = [c for c in cs if c.row.model == name]
+        base = series[0]
+        reduces = 2 * model(name).layers
+        points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
+        extra = []
+        for c in series[1:]:
+            ideal = base.measured_seconds * base.row.chips / c.row.chips
+            added = c.measured_seconds - ideal
+            extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms"
+                         + (f" ({added / reduces * 1e6:.0f} us an all-reduce)" if added > 0
+                            else ""))  # fmt: skip
+        out.append(f"{name}: {points}. Against its own T={base.row.chips} time divided by "
+                   f"T, a token takes " + ", ".join(extra))
+    return (
+        "The bound splits the bytes over T chips' bandwidth and charges nothing for the "
+        "all-reduces. " + "; ".join(out) + " (each token runs two all-reduces a layer). "
+        "What T does not divide is what tensor parallelism adds: all-reduces whose latency "
+        "no chip count shortens, and slices of every matrix that get thinner and stream "
+        "less well. Chapter 10's TPOT(T) adds the all-reduce term; these are its size on a "
+        "real machine (the source's A100s in a 'hybrid cube mesh', batch 1). Where a time "
+        "is below its ideal (a minus "
+        "sign), T chips did better than scaling alone; the source does not say why.")
+
+
+_REASONS = {"gemm": _gemm_reason, "bandwidth": _bandwidth_reason, "decode": _decode_reason,
+            "throughput": _throughput_reason, "mlperf": _mlperf_reason, "tp": _tp_reason}
+
+
+def reason(kind: str) -> str:
+    """Why a kind's rows reach the share they do, with their numbers in it."""
+    one_of(kind, KINDS, "kind")
+    return _REASONS[kind](table(kind))
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
+
+
+def report(*kinds: str) -> str:
+    """The rows of ``kinds``, each with its source, software and date, its bound, share
+    and binding roof, then the reason for the gap: what a chapter prints."""
+    out = []
+    for kind in kinds:
+        low, high = shares(kind)
+        out.append(f"== {kind}: published figures reach {low:.0%}-{high:.0%} of the roofline")
+        for c in table(kind):
+            r = c.row
+            count = f"{r.chips}x " if r.chips > 1 else ""
+            out.append(f"  {r.label}, {count}{r.chip}: {r.figure:,} {r.unit}; bound "
+                       f"{_number(c.bound)} ({c.binds}); share {c.share:.1%}")  # fmt: skip
+            out.append(f"      {SOURCES[r.source].title}; {r.software}; {r.date}")
+        out.append("  Why: " + reason(kind))
+    return "\n".join(out)
+
+
+def llama2_param_counts() -> dict[str, int]:
+    """Parameters of ``MODELS``' configs (``flops.param_count``): a check that the copied
+    configs are the released models (6,738,415,616 and 68,976,648,192)."""
+    return {name: param_count(cfg) for name, cfg in MODELS.items()}
