@@ -159,7 +159,8 @@ class Measurement:
 _MAMF_Q = ("Reporting a mean of 100 iterations after 50 warmup iterations for each shape. "
            "Best Shape MxNxK {shape}")
 _BABEL_Q = ("Running kernels 100 times / Precision: double / Array size: 268.4 MB (=0.3 GB) "
-            "/ Using CUDA device NVIDIA A100-SXM4-80GB / {kernel} {mbs} MBytes/sec")
+            "/ Using CUDA device NVIDIA A100-SXM4-80GB [...] Function    MBytes/sec [...] "
+            "{kernel}        {mbs}")
 _ARRAY = 268_435_456  # BabelStream 5.0's default: 2**25 doubles an array ("268.4 MB")
 _GEMMS = (
     # chip, dtype, MAMF TFLOP/s, M, N, K as the table prints them, torch, date added
@@ -170,7 +171,9 @@ _GEMMS = (
     ("H200 SXM", "fp8", 1453.4, 1280, 4096, 12032, "2.7.1+cu128", "2025-07-08"),
 )
 
-# --- chapters 6 and 10: gpt-fast, batch 1, an 8xA100-80GB power-limited to 330 W.
+# --- chapters 6 and 10: gpt-fast, batch 1, an 8xA100-80GB power-limited to 330 W. The
+# README does not say SXM or PCIe: the rows are held against the A100 80GB SXM, the faster
+# memory of the two (generous: on another A100 the bound would only be lower).
 _GPTFAST_Q = ("Benchmarks run on an 8xA100-80GB, power limited to 330W with a hybrid cube "
               "mesh topology. Note that all benchmarks are run at *batch size=1* [...] they "
               "are run with a very small prompt length (just 5 tokens).")
@@ -184,12 +187,14 @@ _DECODES = (
 _TP = (("Llama-3.1-8B", ((1, 93.83), (2, 149.10), (4, 217.21), (8, 276.01))),
        ("Llama-3.1-70B", ((2, 16.03), (4, 37.45), (8, 58.78))))
 
-# --- chapter 7: TensorRT-LLM v0.6.1, static batches (gptSessionBenchmark).
+# --- chapter 7: TensorRT-LLM v0.6.1, static batches (gptSessionBenchmark). Its methodology
+# names an "H100-HBM3-80GB system" (the SXM); its A100 is not named: the 80GB SXM, as above.
+# The fp8 KV cache is the H100 build commands'; fewer bytes is the generous side anyway.
 _TRT_Q = ("The below tables provide reference data at large batch sizes, representing high "
           "throughput offline tasks. This data has been updated for v0.6.1, unless "
-          "specified. [...] For the GPT-J, Llama2-7b, and Llama2-70b benchmarks were ran "
-          "using a single-setting engine build")
-_TRT_FP8 = " [...] --enable_fp8 --fp8_kv_cache"
+          "specified. ### {gpus} [...] For the GPT-J, Llama2-7b, and Llama2-70b benchmarks "
+          "were ran using a single-setting engine build")
+_TRT_FP8 = " [...] --enable_fp8 \\ --fp8_kv_cache"  # the H100 build commands
 _TRT_SW = "TensorRT-LLM v0.6.1 (gptSessionBenchmark)"
 _TRT_DATE = "2023-12-19"  # on main by then: TensorRT-LLM issue #703 quotes its GPT-J rows
 _THROUGHPUTS = (
@@ -203,7 +208,8 @@ _THROUGHPUTS = (
     ("A100 80GB SXM", 1, "Llama-2-7B", "fp16", 60, 128, 2048, 1_928, False),
 )
 
-# --- chapter 9: MLPerf Inference v4.1, Llama-2-70B, 8 GPUs, TensorRT-LLM.
+# --- chapter 9: MLPerf Inference v4.1, Llama-2-70B, 8 GPUs, TensorRT-LLM. The quote joins
+# the submission's code README (the fp8 quantization) and each run's mlperf_log_summary.txt.
 _MLPERF_Q = ("quantize.py --dtype float16 --qformat fp8 --kv_cache_dtype fp8 [...] "
              "Scenario : {scenario} [...] {metric}: {figure} [...] ttft_latency (ns): "
              "2000000000 / tpot_latency (ns): 200000000")
@@ -225,10 +231,10 @@ def _all_rows() -> tuple[Measurement, ...]:
             figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date,
             source="mamf", quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype,
             compute_dtype=dtype, shape=(m, k, n)))
-    for kernel, mbs, arrays in (("Copy", 1709360.800, 2), ("Triad", 1724827.354, 3)):
+    for kernel, mbs, arrays in (("Copy", "1709360.800", 2), ("Triad", "1724827.354", 3)):
         out.append(Measurement(
             kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
-            chip="A100 80GB SXM", chips=1, figure=mbs, unit="MB/s",
+            chip="A100 80GB SXM", chips=1, figure=float(mbs), unit="MB/s",
             software="BabelStream 5.0, CUDA (driver 12030)", date="2024-12-16",
             source="babelstream", quote=_BABEL_Q.format(kernel=kernel, mbs=mbs),
             batch=arrays))
@@ -251,7 +257,9 @@ def _all_rows() -> tuple[Measurement, ...]:
             chip=chip, chips=chips, figure=tps,
             unit="output tokens/s per GPU" if per_chip else "output tokens/s",
             software=_TRT_SW, date=_TRT_DATE, source="trtllm",
-            quote=_TRT_Q + (_TRT_FP8 if dtype == "fp8" else ""), model=name,
+            quote=_TRT_Q.format(gpus="H100 GPUs (FP8)" if dtype == "fp8" else
+                                "A100 GPUs (FP16)") + (_TRT_FP8 if dtype == "fp8" else ""),
+            model=name,
             weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch, prompt=s,
             output=n, per_chip=per_chip))
     for _system, chip, bench, scenario, tps in _MLPERFS:
@@ -593,6 +601,6 @@ def report(*kinds: str) -> str:
 
 
 def llama2_param_counts() -> dict[str, int]:
-    """Parameters of ``MODELS``' configs (``flops.param_count``): a check that the copied
-    configs are the released models (6,738,415,616 and 68,976,648,192)."""
+    """Parameters of ``MODELS``' configs (``flops.param_count``): 6,738,415,616 and
+    68,976,648,192, the "7B" and "70B" of their names."""
     return {name: param_count(cfg) for name, cfg in MODELS.items()}

@@ -63,8 +63,8 @@ def test_the_tensor_parallel_series_is_one_model_at_t_1_2_4_8():
     assert [r.chips for r in series] == [1, 2, 4, 8]
 
 
-def test_llama2_configs_are_the_released_models():
-    # Hugging Face's totals for meta-llama/Llama-2-7b-hf and Llama-2-70b-hf.
+def test_llama2_configs_count_their_parameters():
+    # The "7B" and "70B" of the names: 6.74e9 and 68.98e9 from the configs' shapes.
     assert published.llama2_param_counts() == {"Llama-2-7B": 6_738_415_616,
                                                 "Llama-2-70B": 68_976_648_192}
 
