@@ -1,13 +1,12 @@
 """Published GPU measurements beside the book's roofline (chapters 5, 6, 7, 9 and 10).
 
-The book's measured figures come from the reader's device; this module holds what others
-measured on real GPUs, each row read from its source (title, URL, software, date, and the
-source's own words for the setup), and holds each one against the roofline the book
-teaches: the same ``flops``, ``memory`` and ``roofline`` formulas, on the same datasheet
-chips (``helpers.hardware``) and model configs (``helpers.models``). ``compare(row)`` gives
-the bound, the achieved share (published / bound) and which roof binds; ``table(kind)``
-does it for every row of a kind; ``reason(kind)`` says why the share is what it is, from
-the numbers; ``report(kind)`` prints the three for a chapter.
+What others measured on real GPUs, each row read from its source (title, URL, software,
+date, and the source's own words for the setup), held against the roofline the book
+teaches: the same ``flops``, ``memory`` and ``roofline`` formulas, datasheet chips
+(``helpers.hardware``) and model configs (``helpers.models``). ``compare(row)`` gives the
+bound, the achieved share (published / bound) and the roof that binds; ``table(kind)`` every
+row of a kind; ``reason(kind)`` why the share is what it is, from the numbers;
+``report(kind)`` all three, as a chapter prints them.
 
 Every bound is **generous on purpose**, so that it is a true upper bound on the figure:
 
@@ -31,7 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from helpers._validate import one_of
-from helpers.flops import forward_flops, matmul_flops, param_count
+from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
 from helpers.hardware import get as get_chip
 from helpers.memory import forward_bytes, kv_bytes_per_token, linear_bytes
@@ -40,18 +39,16 @@ from helpers.roofline import RooflineTime, bound_time
 
 __all__ = ["Source", "Measurement", "Comparison", "SOURCES", "MODELS", "KINDS", "rows",
            "model", "source_of", "aggregate_chip", "compare", "table", "shares", "reason",
-           "report", "llama2_param_counts"]
+           "report"]
 
 KINDS = ("gemm", "bandwidth", "decode", "throughput", "mlperf", "tp")
-"""What a row measured: a matmul's FLOP/s, a streaming kernel's bytes/s, one stream's
-decode tokens/s, a batched run's output tokens/s at stated batch and lengths, an MLPerf
-Inference scenario's tokens/s, and decode tokens/s at tensor-parallel degree T."""
+"""A matmul's FLOP/s, a stream kernel's bytes/s, one stream's decode tokens/s, a batched
+run's output tokens/s, an MLPerf scenario's tokens/s, decode tokens/s at T-way TP."""
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where rows were read: ``title`` and ``url`` (the file or page read, at the commit
-    read where it is a repository)."""
+    """Where rows were read: ``title``, and the ``url`` of the file read, at its commit."""
 
     key: str
     title: str
@@ -60,8 +57,8 @@ class Source:
 
 _MAMF_URL = ("https://github.com/stas00/ml-engineering/blob/"
              "744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")
-_BABEL_URL = ("https://github.com/ukri-bench/benchmark-BabelStream/blob/"
-              "464294e/README.md")
+_SWIGLU_URL = _MAMF_URL.replace("compute/accelerator", "training/performance")
+_BABEL_URL = "https://github.com/ukri-bench/benchmark-BabelStream/blob/464294e/README.md"
 _GPTFAST_URL = ("https://github.com/pytorch-labs/gpt-fast/blob/"
                 "32971d3129541c5bfb4f715abc33d1c5f408d204/README.md")
 _TRT_URL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/"
@@ -70,6 +67,8 @@ _MLPERF = "https://github.com/mlcommons/inference_results_v4.1/blob/a2f5d66d/clo
 SOURCES = {source.key: source for source in (
     Source("mamf", "Stas Bekman, Machine Learning Engineering: Maximum Achievable Matmul "
            "FLOPS comparison table (mamf-finder)", _MAMF_URL),
+    Source("swiglu", "Stas Bekman, Machine Learning Engineering: SwiGLU-based MLP "
+           "(swiglu-maf-bench.py, one MLP matmul by d_ff)", _SWIGLU_URL),
     Source("babelstream", "UKRI benchmark suite, BabelStream benchmark README: example "
            "performance data (Tursa, A100)", _BABEL_URL),
     Source("gpt-fast", "PyTorch Labs, gpt-fast README: Benchmarks and Tensor Parallelism",
@@ -81,9 +80,8 @@ SOURCES = {source.key: source for source in (
 )}  # fmt: skip
 
 
-# Models the presets lack, read from their published config.json (the fields these
-# formulas use). huggingface.co could not be reached: the values are those of copies of
-# the files quoted in public repositories, which agree with each other.
+# Models the presets lack, from their published config.json: huggingface.co could not be
+# reached, so the values are those of copies of the files in public repositories, which agree.
 _LLAMA2 = {"model_type": "llama", "hidden_act": "silu", "num_attention_heads": 32,
            "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "vocab_size": 32000,
            "tie_word_embeddings": False}  # fmt: skip
@@ -102,12 +100,10 @@ MODELS = {cfg.name: cfg for cfg in (
 
 def model(name: str) -> ModelConfig:
     """A row's model: a ``helpers.models`` preset, else one of ``MODELS``."""
-    if name in PRESETS:
-        return PRESETS[name]
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}") from None
+    cfg = PRESETS.get(name) or MODELS.get(name)
+    if cfg is None:
+        raise ValueError(f"unknown model {name!r}")
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -117,7 +113,8 @@ class Measurement:
     ``chip`` names a ``helpers.hardware`` spec, ``chips`` how many ran it (the figure is
     for all of them together unless ``per_chip``). ``shape`` is a GEMM's (m, k, n):
     [m×k]·[k×n]. ``prompt`` and ``output``: tokens in and out per sequence (a decode row's
-    ``prompt`` is the context its steps start from); ``batch``: sequences run together.
+    ``prompt`` is the context its steps start from); ``batch``: sequences run together (a
+    batched GEMM's products, a stream kernel's arrays).
     ``weight_dtype``, ``kv_dtype``: storage; ``compute_dtype``: the dtype whose datasheet
     peak the matmuls run at (bf16 for weight-only int8, whose weights are widened before
     the multiply). ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
@@ -155,13 +152,13 @@ class Measurement:
             raise ValueError(f"{self.label}: figure must be positive, chips at least 1")
 
 
-# --- chapter 5: GEMM throughput (mamf-finder) and achieved HBM bandwidth (BabelStream).
+# --- chapter 5: GEMM throughput (mamf-finder, by shape) and HBM bandwidth (BabelStream).
 _MAMF_Q = ("Reporting a mean of 100 iterations after 50 warmup iterations for each shape. "
            "Best Shape MxNxK {shape}")
 _BABEL_Q = ("Running kernels 100 times / Precision: double / Array size: 268.4 MB (=0.3 GB) "
             "/ Using CUDA device NVIDIA A100-SXM4-80GB [...] Function    MBytes/sec [...] "
             "{kernel}        {mbs}")
-_ARRAY = 268_435_456  # BabelStream 5.0's default: 2**25 doubles an array ("268.4 MB")
+_ARRAY = 2**25 * 8  # BabelStream 5.0's default array: 2**25 doubles, "268.4 MB"
 _GEMMS = (
     # chip, dtype, MAMF TFLOP/s, M, N, K as the table prints them, torch, date added
     ("H100 SXM", "bf16", 794.5, 2048, 2048, 13312, "2.7.0+cu126", "2025-01-05"),
@@ -170,6 +167,11 @@ _GEMMS = (
     ("H100 SXM", "fp8", 1402.6, 1024, 9216, 14336, "2.7.0+cu126", "2025-01-05"),
     ("H200 SXM", "fp8", 1453.4, 1280, 4096, 12032, "2.7.1+cu128", "2025-07-08"),
 )
+# One shape by d_ff (swiglu-maf-bench.py: torch.bmm of b=4 [4096 x d_ff] x [d_ff x 4096] in
+# fp16, 50 warm-ups, 100 timed), "on H100": the SXM, the faster (generous) of the two.
+_SWIGLU_Q = ("Let's run it on H100 with `h = 4096`: [...] d_ff  tflops mlp_params [...] "
+             "{d_ff}  {tflops} [...] batch_size = 2**2 [...] torch.bmm(A, B, out=C)")
+_SWIGLUS = ((10922, "272.73"), (10944, "398.38"), (11008, "395.01"))
 
 # --- chapters 6 and 10: gpt-fast, batch 1, an 8xA100-80GB power-limited to 330 W. The
 # README does not say SXM or PCIe: the rows are held against the A100 80GB SXM, the faster
@@ -231,6 +233,13 @@ def _all_rows() -> tuple[Measurement, ...]:
             figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date,
             source="mamf", quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype,
             compute_dtype=dtype, shape=(m, k, n)))
+    for d_ff, tflops in _SWIGLUS:
+        out.append(Measurement(
+            kind="gemm", label=f"fp16 bmm 4 x [4096x{d_ff}]x[{d_ff}x4096]", chip="H100 SXM",
+            chips=1, figure=float(tflops), unit="TFLOP/s", date="2024-03-27", source="swiglu",
+            software="swiglu-maf-bench.py, torch.bmm (torch version not stated)",
+            quote=_SWIGLU_Q.format(d_ff=d_ff, tflops=tflops), weight_dtype="fp16",
+            compute_dtype="fp16", batch=4, shape=(4096, d_ff, 4096)))
     for kernel, mbs, arrays in (("Copy", "1709360.800", 2), ("Triad", "1724827.354", 3)):
         out.append(Measurement(
             kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
@@ -238,19 +247,15 @@ def _all_rows() -> tuple[Measurement, ...]:
             software="BabelStream 5.0, CUDA (driver 12030)", date="2024-12-16",
             source="babelstream", quote=_BABEL_Q.format(kernel=kernel, mbs=mbs),
             batch=arrays))
+    gpt_fast = {"chip": "A100 80GB SXM", "unit": "tokens/s", "software": _GPTFAST_SW,
+                "date": "2024-09-13", "source": "gpt-fast", "quote": _GPTFAST_Q,
+                "kv_dtype": "bf16", "prompt": 5}  # fmt: skip
     for name, technique, dtype, tps in _DECODES:
-        out.append(Measurement(
-            kind="decode", label=f"{name} {technique}, batch 1", chip="A100 80GB SXM",
-            chips=1, figure=tps, unit="tokens/s", software=_GPTFAST_SW, date="2024-09-13",
-            source="gpt-fast", quote=_GPTFAST_Q, model=name, weight_dtype=dtype,
-            kv_dtype="bf16", prompt=5))
+        out.append(Measurement(kind="decode", label=f"{name} {technique}, batch 1", chips=1,
+                               figure=tps, model=name, weight_dtype=dtype, **gpt_fast))
     for name, series in _TP:
-        for ranks, tps in series:
-            out.append(Measurement(
-                kind="tp", label=f"{name} bf16, TP={ranks}", chip="A100 80GB SXM",
-                chips=ranks, figure=tps, unit="tokens/s", software=_GPTFAST_SW,
-                date="2024-09-13", source="gpt-fast", quote=_GPTFAST_Q, model=name,
-                kv_dtype="bf16", prompt=5))
+        out += [Measurement(kind="tp", label=f"{name} bf16, TP={ranks}", chips=ranks,
+                            figure=tps, model=name, **gpt_fast) for ranks, tps in series]
     for chip, chips, name, dtype, batch, s, n, tps, per_chip in _THROUGHPUTS:
         out.append(Measurement(
             kind="throughput", label=f"{name} {dtype}, batch {batch}, {s}/{n}, TP={chips}",
@@ -259,16 +264,14 @@ def _all_rows() -> tuple[Measurement, ...]:
             software=_TRT_SW, date=_TRT_DATE, source="trtllm",
             quote=_TRT_Q.format(gpus="H100 GPUs (FP8)" if dtype == "fp8" else
                                 "A100 GPUs (FP16)") + (_TRT_FP8 if dtype == "fp8" else ""),
-            model=name,
-            weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch, prompt=s,
-            output=n, per_chip=per_chip))
+            model=name, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch,
+            prompt=s, output=n, per_chip=per_chip))
     for _system, chip, bench, scenario, tps in _MLPERFS:
         metric = "Tokens per second" if scenario == "Offline" else "Completed tokens per second"
         out.append(Measurement(
-            kind="mlperf", label=f"{bench} {scenario}, 8x {chip}", chip=chip, chips=8,
-            figure=tps, unit="tokens/s", software=_MLPERF_SW, date="2024-08-28",
-            source="mlperf", quote=_MLPERF_Q.format(scenario=scenario, metric=metric,
-                                                    figure=tps),
+            kind="mlperf", label=f"{bench} {scenario}", chip=chip, chips=8, figure=tps,
+            unit="tokens/s", software=_MLPERF_SW, date="2024-08-28", source="mlperf",
+            quote=_MLPERF_Q.format(scenario=scenario, metric=metric, figure=tps),
             model="Llama-2-70B", weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8",
             scenario=scenario, ttft_limit=2.0, tpot_limit=0.2))
     return tuple(out)
@@ -279,10 +282,8 @@ _ROWS = _all_rows()
 
 def rows(kind: str | None = None) -> tuple[Measurement, ...]:
     """The published rows, all of them or those of one ``kind``."""
-    if kind is None:
-        return _ROWS
-    one_of(kind, KINDS, "kind")
-    return tuple(row for row in _ROWS if row.kind == kind)
+    return _ROWS if kind is None else tuple(
+        row for row in _ROWS if row.kind == one_of(kind, KINDS, "kind"))
 
 
 def source_of(row: Measurement) -> Source:
@@ -304,9 +305,9 @@ class Comparison:
     """A row held against its roofline: ``bound`` (in the row's unit) and ``share`` =
     figure / bound; ``binds`` names the roof (``"compute"`` or ``"memory"``). ``work`` is
     the ``RooflineTime`` of the work the bound counts (its FLOPs, bytes and seconds on
-    ``chip``, the aggregate of the row's chips), which yields ``units`` of the figure (tokens;
-    1 for a rate), so bound = units / work.seconds in the row's unit. ``phases``: for a
-    batched run, its prefill's and its decode's own ``RooflineTime``, bounded apart."""
+    ``chip``, the row's chips as one), which yields ``units`` of the figure (tokens; 1 for
+    a rate): bound = units / work.seconds. ``phases``: a batched run's prefill and decode,
+    each bounded apart."""
 
     row: Measurement
     bound: float
@@ -324,11 +325,10 @@ class Comparison:
 
     @property
     def sequential_share(self) -> float | None:
-        """The share against a tighter bound in which prefill and decode run one after
-        the other, as a static batch runs them (None for a row without phases)."""
-        if self.phases is None:
-            return None
-        return self.share * sum(p.seconds for p in self.phases) / self.work.seconds
+        """The share against a tighter bound with prefill and decode one after the other,
+        as a static batch runs them (None for a row without phases)."""
+        return None if self.phases is None else (
+            self.share * sum(p.seconds for p in self.phases) / self.work.seconds)
 
 
 def aggregate_chip(name: str, chips: int) -> HardwareSpec:
@@ -348,10 +348,10 @@ def _timed(flops: float, moved: float, hw: HardwareSpec, dtype: str) -> Roofline
 
 
 def _gemm(row: Measurement, hw: HardwareSpec):
-    """[m×k]·[k×n] once: 2mkn FLOPs over b(mk + kn + mn) bytes at the dtype's width."""
+    """``batch`` products [m×k]·[k×n]: 2mkn FLOPs over b(mk + kn + mn) bytes each."""
     m, k, n = row.shape
-    work = _timed(matmul_flops(m, k, n), linear_bytes(m, k, n, row.compute_dtype), hw,
-                  row.compute_dtype)
+    work = _timed(row.batch * matmul_flops(m, k, n),
+                  row.batch * linear_bytes(m, k, n, row.compute_dtype), hw, row.compute_dtype)
     return work, work.flops, 1e-12, None  # FLOP/s -> TFLOP/s
 
 
@@ -391,10 +391,8 @@ def _throughput(row: Measurement, hw: HardwareSpec):
     prefill = (forward_flops(cfg, s, batch=b, attention="causal", logits="last").total,
                sum(forward_bytes(cfg, s, batch=b, dtype=row.weight_dtype, logits="last",
                                  kv_dtype=row.kv_dtype).values()))  # fmt: skip
-    decode = (0, 0)
-    if n > 1:
-        (f0, m0), (f1, m1) = step(s), step(s + n - 2)
-        decode = ((n - 1) * (f0 + f1) // 2, (n - 1) * (m0 + m1) // 2)
+    (f0, m0), (f1, m1) = (step(s), step(s + n - 2)) if n > 1 else ((0, 0), (0, 0))
+    decode = ((n - 1) * (f0 + f1) // 2, (n - 1) * (m0 + m1) // 2)
     work = _timed(prefill[0] + decode[0], prefill[1] + decode[1], hw, row.compute_dtype)
     phases = tuple(_timed(f, m, hw, row.compute_dtype) for f, m in (prefill, decode) if f)
     return work, float(b * n), 1.0, phases if len(phases) == 2 else None
@@ -413,7 +411,7 @@ def _mlperf(row: Measurement, hw: HardwareSpec):
 
 
 _WORK = {"gemm": _gemm, "bandwidth": _bandwidth, "decode": _decode, "tp": _decode,
-         "throughput": _throughput, "mlperf": _mlperf}
+         "throughput": _throughput, "mlperf": _mlperf}  # fmt: skip
 
 
 def compare(row: Measurement) -> Comparison:
@@ -453,15 +451,21 @@ def _copy_share() -> float:
 def _gemm_reason(cs: list[Comparison]) -> str:
     ridge = max(c.chip.ridge(c.row.compute_dtype) for c in cs)
     least = min(c.work.flops / c.work.bytes_moved for c in cs)
-    by = {d: [c.share for c in cs if c.row.compute_dtype == d] for d in ("bf16", "fp8")}
+    best = {d: [c.share for c in cs if c.row.source == "mamf" and c.row.compute_dtype == d]
+            for d in ("bf16", "fp8")}  # fmt: skip
+    sweep = {c.row.shape[1]: c.share for c in cs if c.row.source == "swiglu"}
+    low, high = min(sweep), min(d for d in sweep if d > min(sweep))
     return (
         f"Every shape sits far right of its ridge (intensity at least {least:,.0f} FLOP/B, "
         f"ridges at most {ridge:,.0f}), so the bound is the datasheet's dense peak and the "
-        f"whole gap is the kernel's: {_span(by['bf16'])} of the bf16 peak, "
-        f"{_span(by['fp8'])} of the fp8 one, at the best shape a brute-force search found. "
-        "Clocks below boost under the power limit, tiles that do not divide the matrix, "
-        "a last wave of tiles that leaves SMs idle, and the epilogue cost time the roofline "
-        "does not count. No model built from these GEMMs reaches a higher MFU.")
+        f"whole gap is the kernel's. At the best shape a brute-force search found, kernels "
+        f"reach {_span(best['bf16'])} of the bf16 peak and {_span(best['fp8'])} of the fp8 "
+        "one: clocks below boost under the power limit, tiles that do not divide the "
+        "matrix, a last wave of tiles that leaves SMs idle, and the epilogue cost time the "
+        f"roofline does not count. Shape matters as much: on an H100, d_ff = {low} (8/3 of "
+        f"4096) reaches {sweep[low]:.0%} and d_ff = {high} reaches {sweep[high]:.0%}, "
+        f"{sweep[high] / sweep[low] - 1:.0%} faster for {high - low} more columns. No model "
+        "built from these GEMMs reaches a higher MFU than its shapes allow.")
 
 
 def _bandwidth_reason(cs: list[Comparison]) -> str:
@@ -486,7 +490,7 @@ def _decode_reason(cs: list[Comparison]) -> str:
     return (
         "One sequence reads every weight once per token, so the memory roof binds and the "
         "bound is the bytes over the datasheet bandwidth. " + "; ".join(lines) + ". "
-        f"A copy kernel reaches {copy:.0%} of that bandwidth on this chip (table above), so "
+        f"A copy kernel reaches {copy:.0%} of that bandwidth on this chip (chapter 5), so "
         "part of the gap is the memory itself; the rest is the engine: matrix-vector "
         "products too thin to stream at full rate, attention and norms between them, the "
         "cache growing from the 5-token prompt, a GPU power-limited to 330 W (gpt-fast's "
@@ -550,12 +554,10 @@ def _tp_reason(cs: list[Comparison]) -> str:
         reduces = 2 * model(name).layers
         points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
         extra = []
-        for c in series[1:]:
-            ideal = base.measured_seconds * base.row.chips / c.row.chips
-            added = c.measured_seconds - ideal
-            extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms"
-                         + (f" ({added / reduces * 1e6:.0f} us an all-reduce)" if added > 0
-                            else ""))  # fmt: skip
+        for c in series[1:]:  # the time beyond the smallest T's own time divided by T
+            added = c.measured_seconds - base.measured_seconds * base.row.chips / c.row.chips
+            each = f" ({added / reduces * 1e6:.0f} us an all-reduce)" if added > 0 else ""
+            extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
         out.append(f"{name}: {points}. Against its own T={base.row.chips} time divided by "
                    f"T, a token takes " + ", ".join(extra))
     return (
@@ -565,8 +567,8 @@ def _tp_reason(cs: list[Comparison]) -> str:
         "no chip count shortens, and slices of every matrix that get thinner and stream "
         "less well. Chapter 10's TPOT(T) adds the all-reduce term; these are its size on a "
         "real machine (the source's A100s in a 'hybrid cube mesh', batch 1). Where a time "
-        "is below its ideal (a minus "
-        "sign), T chips did better than scaling alone; the source does not say why.")
+        "is below its ideal (a minus sign), T chips did better than scaling alone; the "
+        "source does not say why.")
 
 
 _REASONS = {"gemm": _gemm_reason, "bandwidth": _bandwidth_reason, "decode": _decode_reason,
@@ -577,10 +579,6 @@ def reason(kind: str) -> str:
     """Why a kind's rows reach the share they do, with their numbers in it."""
     one_of(kind, KINDS, "kind")
     return _REASONS[kind](table(kind))
-
-
-def _number(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
 
 
 def report(*kinds: str) -> str:
@@ -594,13 +592,9 @@ def report(*kinds: str) -> str:
             r = c.row
             count = f"{r.chips}x " if r.chips > 1 else ""
             out.append(f"  {r.label}, {count}{r.chip}: {r.figure:,} {r.unit}; bound "
-                       f"{_number(c.bound)} ({c.binds}); share {c.share:.1%}")  # fmt: skip
+                       f"{c.bound:,.{0 if c.bound >= 100 else 1}f} ({c.binds}); "
+                       f"share {c.share:.1%}")  # fmt: skip
             out.append(f"      {SOURCES[r.source].title}; {r.software}; {r.date}")
         out.append("  Why: " + reason(kind))
     return "\n".join(out)
 
-
-def llama2_param_counts() -> dict[str, int]:
-    """Parameters of ``MODELS``' configs (``flops.param_count``): 6,738,415,616 and
-    68,976,648,192, the "7B" and "70B" of their names."""
-    return {name: param_count(cfg) for name, cfg in MODELS.items()}

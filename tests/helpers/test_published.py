@@ -9,7 +9,7 @@ import re
 import pytest
 
 from helpers import published
-from helpers.flops import forward_flops
+from helpers.flops import forward_flops, param_count
 from helpers.hardware import get as chip
 from helpers.latency import end_to_end, tpot
 from helpers.memory import forward_bytes
@@ -65,8 +65,8 @@ def test_the_tensor_parallel_series_is_one_model_at_t_1_2_4_8():
 
 def test_llama2_configs_count_their_parameters():
     # The "7B" and "70B" of the names: 6.74e9 and 68.98e9 from the configs' shapes.
-    assert published.llama2_param_counts() == {"Llama-2-7B": 6_738_415_616,
-                                                "Llama-2-70B": 68_976_648_192}
+    counts = {name: param_count(cfg) for name, cfg in published.MODELS.items()}
+    assert counts == {"Llama-2-7B": 6_738_415_616, "Llama-2-70B": 68_976_648_192}
 
 
 # ---- the bounds, computed by hand from the configs and datasheets
