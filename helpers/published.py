@@ -10,15 +10,14 @@ row of a kind; ``reason(kind)`` why the share is what it is, from the numbers;
 
 Every bound is **generous on purpose**, so that it is a true upper bound on the figure:
 
-- every chip's FLOP/s and bandwidth are added up, and chips talk for free (no all-reduce);
+- every chip's FLOP/s and bandwidth added up, chips talking for free (no all-reduce);
 - the datasheet's dense peak of the narrowest dtype the row computes in;
-- the fewest bytes the row's dtypes permit: weights, activations, embeddings and LM head
-  at the weights' width, the KV cache at its own, no quantization scales;
-- compute and memory overlap perfectly across a run (one ``bound_time`` over all its FLOPs
-  and bytes, never the sum of per-step bounds), attention skips its masked half;
-- where a setup is a range (a decode over a growing cache), its cheapest point;
-- where a figure leaves work out of sight (an MLPerf sample's prompt), that work is not
-  counted.
+- the fewest bytes its dtypes permit: weights, activations, embeddings and LM head at the
+  weights' width, the KV cache at its own, no quantization scales;
+- compute and memory overlapping across a run (one ``bound_time`` over all its FLOPs and
+  bytes, not a sum of per-step bounds), attention skipping its masked half;
+- a setup's cheapest point where it is a range (a decode over a growing cache), and no
+  work the figure leaves out of sight (an MLPerf sample's prompt).
 
 A published figure above its bound would mean the book's formula or the row is wrong;
 ``tests/helpers/test_published.py`` checks that none is.
@@ -63,7 +62,7 @@ _GPTFAST_URL = ("https://github.com/pytorch-labs/gpt-fast/blob/"
                 "32971d3129541c5bfb4f715abc33d1c5f408d204/README.md")
 _TRT_URL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/"
             "138f96d45f90b9667426f7c47297d8c06bafac73/docs/source/performance.md")
-_MLPERF = "https://github.com/mlcommons/inference_results_v4.1/blob/a2f5d66d/closed/NVIDIA/"
+_MLPERF = "https://github.com/mlcommons/inference_results_v{}/blob/{}/closed/"
 SOURCES = {source.key: source for source in (
     Source("mamf", "Stas Bekman, Machine Learning Engineering: Maximum Achievable Matmul "
            "FLOPS comparison table (mamf-finder)", _MAMF_URL),
@@ -76,7 +75,9 @@ SOURCES = {source.key: source for source in (
     Source("trtllm", "NVIDIA TensorRT-LLM, Performance of TensorRT-LLM (v0.6.1 tables)",
            _TRT_URL),
     Source("mlperf", "MLCommons, MLPerf Inference v4.1 results, closed division, NVIDIA",
-           _MLPERF + "results"),
+           _MLPERF.format("4.1", "a2f5d66d") + "NVIDIA/"),
+    Source("mlperf51", "MLCommons, MLPerf Inference v5.1 results, closed division, HPE",
+           _MLPERF.format("5.1", "a634ab77") + "HPE/"),
 )}  # fmt: skip
 
 
@@ -119,7 +120,8 @@ class Measurement:
     peak the matmuls run at (bf16 for weight-only int8, whose weights are widened before
     the multiply). ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
     ``quote``: the source's own words for the setup; ``date``: when the figure was
-    published (the commit that added it, or the results' release)."""
+    published (the commit that added it, or the results' release); ``path``: the file
+    within the source's URL, where each row has its own."""
 
     kind: str
     label: str
@@ -143,6 +145,7 @@ class Measurement:
     ttft_limit: float | None = None
     tpot_limit: float | None = None
     per_chip: bool = False
+    path: str = ""
 
     def __post_init__(self) -> None:
         one_of(self.kind, KINDS, "kind")
@@ -180,12 +183,8 @@ _GPTFAST_Q = ("Benchmarks run on an 8xA100-80GB, power limited to 330W with a hy
               "mesh topology. Note that all benchmarks are run at *batch size=1* [...] they "
               "are run with a very small prompt length (just 5 tokens).")
 _GPTFAST_SW = "gpt-fast (PyTorch nightly, torch.compile; the README names no version)"
-_DECODES = (
-    # model, technique, weight dtype, tokens/s
-    ("Llama-3.1-8B", "Base", "bf16", 93.89),
-    ("Llama-3.1-8B", "8-bit", "int8", 137.64),
-    ("Llama-3.1-70B", "8-bit", "int8", 18.04),
-)
+_DECODES = (("Llama-3.1-8B", "Base", "bf16", 93.89), ("Llama-3.1-8B", "8-bit", "int8", 137.64),
+            ("Llama-3.1-70B", "8-bit", "int8", 18.04))  # model, technique, weights, tokens/s
 _TP = (("Llama-3.1-8B", ((1, 93.83), (2, 149.10), (4, 217.21), (8, 276.01))),
        ("Llama-3.1-70B", ((2, 16.03), (4, 37.45), (8, 58.78))))
 
@@ -210,43 +209,48 @@ _THROUGHPUTS = (
     ("A100 80GB SXM", 1, "Llama-2-7B", "fp16", 60, 128, 2048, 1_928, False),
 )
 
-# --- chapter 9: MLPerf Inference v4.1, Llama-2-70B, 8 GPUs, TensorRT-LLM. The quote joins
-# the submission's code README (the fp8 quantization) and each run's mlperf_log_summary.txt.
-_MLPERF_Q = ("quantize.py --dtype float16 --qformat fp8 --kv_cache_dtype fp8 [...] "
-             "Scenario : {scenario} [...] {metric}: {figure} [...] ttft_latency (ns): "
-             "2000000000 / tpot_latency (ns): 200000000")
-_MLPERF_SW = "TensorRT 10.2.0, CUDA 12.4, TensorRT-LLM (NVIDIA's v4.1 submission code)"
+# --- chapter 9: MLPerf Inference, 8 GPUs, TensorRT-LLM. The quote joins the submission's
+# code README (its weights' format) and each run's mlperf_log_summary.txt. v5.1's harness
+# README untars an FP4 checkpoint (4 bits a weight: int4's width here); the H200 has no FP4
+# peak in the table, so its matmuls are bounded at the fp8 peak, the highest it has.
+_MLPERF_Q = ("{code} [...] Scenario : {scenario} [...] {metric}: {figure} [...] "
+             "ttft_latency (ns): {ttft} / tpot_latency (ns): {tpot}")
+_V41 = ("mlperf", "2024-08-28", "TensorRT 10.2.0, CUDA 12.4, TensorRT-LLM", "fp8",
+        "quantize.py --dtype float16 --qformat fp8 --kv_cache_dtype fp8")
+_V51 = ("mlperf51", "2025-09-04", "TensorRT 10.11, CUDA 12.9, TensorRT-LLM", "int4",
+        "tar -xzf /opt/fp4-quantized-modelopt/llama3_1-8b-instruct-hf-torch-fp4.tar.gz")
+_H100X8, _H200X8 = "DGX-H100_H100-SXM-80GBx8_TRT", "H200-SXM-141GBx8_TRT"
+_HPE, _70B = "HPE_Cray_XD670_H200_SXM_141GBx8_TRT", "Llama-2-70B"
 _MLPERFS = (
-    # system folder, chip, benchmark, scenario, tokens/s
-    ("DGX-H100_H100-SXM-80GBx8_TRT", "H100 SXM", "llama2-70b-99.9", "Offline", 24524.9),
-    ("DGX-H100_H100-SXM-80GBx8_TRT", "H100 SXM", "llama2-70b-99.9", "Server", 21605.79),
-    ("H200-SXM-141GBx8_TRT", "H200 SXM", "llama2-70b-99", "Offline", 31302.7),
-    ("H200-SXM-141GBx8_TRT", "H200 SXM", "llama2-70b-99", "Server", 29228.22),
-)
+    # round, system folder, chip, model, benchmark, scenario, tokens/s, TTFT and TPOT (ns)
+    (_V41, _H100X8, "H100 SXM", _70B, "llama2-70b-99.9", "Offline", 24524.9, 2e9, 2e8),
+    (_V41, _H100X8, "H100 SXM", _70B, "llama2-70b-99.9", "Server", 21605.79, 2e9, 2e8),
+    (_V41, _H200X8, "H200 SXM", _70B, "llama2-70b-99", "Offline", 31302.7, 2e9, 2e8),
+    (_V41, _H200X8, "H200 SXM", _70B, "llama2-70b-99", "Server", 29228.22, 2e9, 2e8),
+    (_V51, _HPE, "H200 SXM", "Llama-3.1-8B", "llama3.1-8b", "Offline", 66036.8, 2e9, 1e8),
+    (_V51, _HPE, "H200 SXM", "Llama-3.1-8B", "llama3.1-8b", "Server", 64914.57, 2e9, 1e8),
+    (_V51, _HPE, "H200 SXM", "Llama-3.1-8B", "llama3.1-8b", "Interactive", 53475.21, 5e8, 3e7),
+)  # fmt: skip
 
 
 def _all_rows() -> tuple[Measurement, ...]:
-    out: list[Measurement] = []
-    for chip, dtype, tflops, m, n, k, torch, date in _GEMMS:
-        out.append(Measurement(
-            kind="gemm", label=f"{dtype} matmul {m}x{n}x{k} (MxNxK)", chip=chip, chips=1,
-            figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date,
-            source="mamf", quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype,
-            compute_dtype=dtype, shape=(m, k, n)))
-    for d_ff, tflops in _SWIGLUS:
-        out.append(Measurement(
-            kind="gemm", label=f"fp16 bmm 4 x [4096x{d_ff}]x[{d_ff}x4096]", chip="H100 SXM",
-            chips=1, figure=float(tflops), unit="TFLOP/s", date="2024-03-27", source="swiglu",
-            software="swiglu-maf-bench.py, torch.bmm (torch version not stated)",
-            quote=_SWIGLU_Q.format(d_ff=d_ff, tflops=tflops), weight_dtype="fp16",
-            compute_dtype="fp16", batch=4, shape=(4096, d_ff, 4096)))
-    for kernel, mbs, arrays in (("Copy", "1709360.800", 2), ("Triad", "1724827.354", 3)):
-        out.append(Measurement(
-            kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
-            chip="A100 80GB SXM", chips=1, figure=float(mbs), unit="MB/s",
-            software="BabelStream 5.0, CUDA (driver 12030)", date="2024-12-16",
-            source="babelstream", quote=_BABEL_Q.format(kernel=kernel, mbs=mbs),
-            batch=arrays))
+    out = [Measurement(
+        kind="gemm", label=f"{dtype} matmul {m}x{n}x{k} (MxNxK)", chip=chip, chips=1,
+        figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date, source="mamf",
+        quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype, compute_dtype=dtype,
+        shape=(m, k, n)) for chip, dtype, tflops, m, n, k, torch, date in _GEMMS]
+    out += [Measurement(
+        kind="gemm", label=f"fp16 bmm 4 x [4096x{d_ff}]x[{d_ff}x4096]", chip="H100 SXM",
+        chips=1, figure=float(tflops), unit="TFLOP/s", date="2024-03-27", source="swiglu",
+        software="swiglu-maf-bench.py, torch.bmm (torch version not stated)", batch=4,
+        quote=_SWIGLU_Q.format(d_ff=d_ff, tflops=tflops), weight_dtype="fp16",
+        compute_dtype="fp16", shape=(4096, d_ff, 4096)) for d_ff, tflops in _SWIGLUS]
+    out += [Measurement(
+        kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
+        chip="A100 80GB SXM", chips=1, figure=float(mbs), unit="MB/s", date="2024-12-16",
+        software="BabelStream 5.0, CUDA (driver 12030)", source="babelstream", batch=arrays,
+        quote=_BABEL_Q.format(kernel=kernel, mbs=mbs))
+        for kernel, mbs, arrays in (("Copy", "1709360.800", 2), ("Triad", "1724827.354", 3))]
     gpt_fast = {"chip": "A100 80GB SXM", "unit": "tokens/s", "software": _GPTFAST_SW,
                 "date": "2024-09-13", "source": "gpt-fast", "quote": _GPTFAST_Q,
                 "kv_dtype": "bf16", "prompt": 5}  # fmt: skip
@@ -266,14 +270,17 @@ def _all_rows() -> tuple[Measurement, ...]:
                                 "A100 GPUs (FP16)") + (_TRT_FP8 if dtype == "fp8" else ""),
             model=name, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch,
             prompt=s, output=n, per_chip=per_chip))
-    for _system, chip, bench, scenario, tps in _MLPERFS:
-        metric = "Tokens per second" if scenario == "Offline" else "Completed tokens per second"
+    for rnd, system, chip, name, bench, scenario, tps, ttft, tpot in _MLPERFS:
+        (key, date, software, dtype, code), offline = rnd, scenario == "Offline"
         out.append(Measurement(
             kind="mlperf", label=f"{bench} {scenario}", chip=chip, chips=8, figure=tps,
-            unit="tokens/s", software=_MLPERF_SW, date="2024-08-28", source="mlperf",
-            quote=_MLPERF_Q.format(scenario=scenario, metric=metric, figure=tps),
-            model="Llama-2-70B", weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8",
-            scenario=scenario, ttft_limit=2.0, tpot_limit=0.2))
+            unit="tokens/s", software=software, date=date, source=key, quote=_MLPERF_Q.format(
+                code=code, scenario="Offline" if offline else "Server", figure=tps,
+                metric="Tokens per second" if offline else "Completed tokens per second",
+                ttft=int(ttft), tpot=int(tpot)), model=name, weight_dtype=dtype,
+            kv_dtype="fp8", compute_dtype="fp8", scenario=scenario, ttft_limit=ttft / 1e9,
+            tpot_limit=tpot / 1e9,
+            path=f"results/{system}/{bench}/{scenario}/performance/run_1/mlperf_log_summary.txt"))
     return tuple(out)
 
 
@@ -287,14 +294,9 @@ def rows(kind: str | None = None) -> tuple[Measurement, ...]:
 
 
 def source_of(row: Measurement) -> Source:
-    """The ``Source`` a row was read from; an MLPerf row's URL names its summary file."""
+    """The ``Source`` a row was read from, its URL naming the row's own file if it has one."""
     source = SOURCES[row.source]
-    if row.kind != "mlperf":
-        return source
-    system = next(s for s, c, *_ in _MLPERFS if c == row.chip)
-    bench = row.label.split()[0]
-    path = f"results/{system}/{bench}/{row.scenario}/performance/run_1/mlperf_log_summary.txt"
-    return dataclasses.replace(source, url=_MLPERF + path)
+    return dataclasses.replace(source, url=source.url + row.path) if row.path else source
 
 
 # ------------------------------------------------------------------ the bounds
@@ -443,8 +445,7 @@ def _span(values: list[float]) -> str:
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
 
 
-def _copy_share() -> float:
-    """The best share of the datasheet bandwidth a streaming kernel reached (BabelStream)."""
+def _copy_share() -> float:  # the best share of the bandwidth a stream kernel reached
     return max(c.share for c in table("bandwidth"))
 
 
@@ -499,10 +500,8 @@ def _decode_reason(cs: list[Comparison]) -> str:
         f"is below bf16's ({_span(bf16)}), though its tokens/s are higher.")
 
 
-def _decode_heavy(c: Comparison) -> bool:
-    """Whether a batched run's decode takes at least 90% of its phases' bounded time."""
-    prefill, decode = c.phases
-    return decode.seconds >= 0.9 * (prefill.seconds + decode.seconds)
+def _decode_heavy(c: Comparison) -> bool:  # decode: at least 90% of the phases' bound
+    return c.phases[1].seconds >= 0.9 * sum(p.seconds for p in c.phases)
 
 
 def _throughput_reason(cs: list[Comparison]) -> str:
@@ -531,19 +530,20 @@ def _throughput_reason(cs: list[Comparison]) -> str:
 def _mlperf_reason(cs: list[Comparison]) -> str:
     lines = [f"{c.row.label}: {c.row.figure:,.0f} tokens/s of {c.bound:,.0f} "
              f"({c.share:.0%}; {c.row.figure / c.row.chips:,.0f} per GPU)" for c in cs]
-    server = {c.row.chip: c.row.figure for c in cs if c.row.scenario == "Server"}
-    offline = {c.row.chip: c.row.figure for c in cs if c.row.scenario == "Offline"}
-    kept = ", ".join(f"{chip} {server[chip] / offline[chip]:.0%}" for chip in server
-                     if chip in offline)  # fmt: skip
+    offline = {(c.row.model, c.row.chip): c for c in cs if c.row.scenario == "Offline"}
+    kept = [f"{c.row.label} on {c.row.chip} keeps {c.row.figure / base.row.figure:.0%} of "
+            f"Offline's throughput under TTFT <= {c.row.ttft_limit:g} s and TPOT <= "
+            f"{c.row.tpot_limit * 1e3:g} ms" for c in cs if c.row.scenario != "Offline"
+            for base in [offline[c.row.model, c.row.chip]]]  # fmt: skip
     return (
         "The bound counts only each output token's pass through the weights, at the fp8 "
         "peak of all 8 GPUs, with no prompt, cache or communication: " + "; ".join(lines)
         + ". So these shares understate the engine: the prompts' prefill (left out because "
-        "the dataset's lengths are not among the published figures), every step's KV-cache "
+        "the datasets' lengths are not among the published figures), every step's KV-cache "
         "reads, the all-reduces between GPUs and the engine's own losses take the rest. "
-        f"Server keeps {kept} of Offline's throughput: the price of meeting TTFT <= 2 s and "
-        "TPOT <= 200 ms at the 99th percentile for requests arriving one at a time, the "
-        "trade chapter 9's planner makes (a smaller batch for a shorter step).")
+        "What the rows do say is the price of latency limits (at the 99th percentile, "
+        "requests arriving one at a time): " + "; ".join(kept) + ". The tighter the limits, "
+        "the smaller the batch an engine may run, the trade chapter 9's planner makes.")
 
 
 def _tp_reason(cs: list[Comparison]) -> str:

@@ -58,6 +58,20 @@ def test_an_mlperf_row_names_its_own_summary_file():
     assert "Tokens per second: 31302.7" in row.quote
 
 
+def test_mlperf_rows_carry_their_scenarios_limits():
+    row = _row("mlperf", "llama3.1-8b Interactive")
+    assert (row.ttft_limit, row.tpot_limit) == (0.5, 0.03)
+    assert "ttft_latency (ns): 500000000 / tpot_latency (ns): 30000000" in row.quote
+    assert published.source_of(row).url.startswith(
+        "https://github.com/mlcommons/inference_results_v5.1/")
+    assert {r.scenario for r in published.rows("mlperf")} == {"Offline", "Server",
+                                                              "Interactive"}
+
+
+def test_every_source_has_rows():
+    assert {r.source for r in ROWS} == set(published.SOURCES)
+
+
 def test_the_tensor_parallel_series_is_one_model_at_t_1_2_4_8():
     series = [r for r in published.rows("tp") if r.model == "Llama-3.1-8B"]
     assert [r.chips for r in series] == [1, 2, 4, 8]
