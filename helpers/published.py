@@ -36,9 +36,9 @@ from helpers.memory import forward_bytes, kv_bytes_per_token, linear_bytes
 from helpers.models import PRESETS, ModelConfig
 from helpers.roofline import RooflineTime, bound_time
 
-__all__ = ["Source", "Measurement", "Comparison", "SOURCES", "MODELS", "KINDS", "rows",
-           "model", "source_of", "aggregate_chip", "compare", "table", "shares", "reason",
-           "report"]
+__all__ = ["Source", "Measurement", "Comparison", "SOURCES", "MODELS", "KINDS", "rows", "model",
+           "source_of", "aggregate_chip", "gemm_work", "bandwidth_work", "decode_work",
+           "throughput_work", "mlperf_work", "compare", "table", "shares", "reason", "report"]
 
 KINDS = ("gemm", "bandwidth", "decode", "throughput", "mlperf", "tp")
 """A matmul's FLOP/s, a stream kernel's bytes/s, one stream's decode tokens/s, a batched
@@ -101,8 +101,7 @@ MODELS = {cfg.name: cfg for cfg in (
 
 def model(name: str) -> ModelConfig:
     """A row's model: a ``helpers.models`` preset, else one of ``MODELS``."""
-    cfg = PRESETS.get(name) or MODELS.get(name)
-    if cfg is None:
+    if (cfg := PRESETS.get(name) or MODELS.get(name)) is None:
         raise ValueError(f"unknown model {name!r}")
     return cfg
 
@@ -299,17 +298,12 @@ def source_of(row: Measurement) -> Source:
     return dataclasses.replace(source, url=source.url + row.path) if row.path else source
 
 
-# ------------------------------------------------------------------ the bounds
-
-
 @dataclass(frozen=True)
 class Comparison:
-    """A row held against its roofline: ``bound`` (in the row's unit) and ``share`` =
-    figure / bound; ``binds`` names the roof (``"compute"`` or ``"memory"``). ``work`` is
-    the ``RooflineTime`` of the work the bound counts (its FLOPs, bytes and seconds on
-    ``chip``, the row's chips as one), which yields ``units`` of the figure (tokens; 1 for
-    a rate): bound = units / work.seconds. ``phases``: a batched run's prefill and decode,
-    each bounded apart."""
+    """A row against its roofline: ``bound`` (in the row's unit), ``share`` = figure / bound,
+    ``binds`` (``"compute"`` or ``"memory"``). ``work``: the ``RooflineTime`` of the work the
+    bound counts on ``chip`` (the row's chips as one), yielding ``units`` of the figure
+    (tokens; 1 for a rate). ``phases``: a batched run's prefill and decode, bounded apart."""
 
     row: Measurement
     bound: float
@@ -349,7 +343,11 @@ def _timed(flops: float, moved: float, hw: HardwareSpec, dtype: str) -> Roofline
     return bound_time(flops, moved, hw.peak(dtype), hw.bandwidth)
 
 
-def _gemm(row: Measurement, hw: HardwareSpec):
+# A function a kind (tp rows are decode's on T chips): the work the bound counts for ``row``
+# on ``hw``: (RooflineTime, figure's units it yields, scale to the unit, phases or None).
+
+
+def gemm_work(row: Measurement, hw: HardwareSpec):
     """``batch`` products [m×k]·[k×n]: 2mkn FLOPs over b(mk + kn + mn) bytes each."""
     m, k, n = row.shape
     work = _timed(row.batch * matmul_flops(m, k, n),
@@ -357,7 +355,7 @@ def _gemm(row: Measurement, hw: HardwareSpec):
     return work, work.flops, 1e-12, None  # FLOP/s -> TFLOP/s
 
 
-def _bandwidth(row: Measurement, hw: HardwareSpec):
+def bandwidth_work(row: Measurement, hw: HardwareSpec):
     """One pass of the kernel: ``batch`` arrays read or written once. Triad's FLOPs (2 per
     24 bytes) are left out: leaving work out only raises the bound."""
     moved = row.batch * _ARRAY
@@ -365,7 +363,7 @@ def _bandwidth(row: Measurement, hw: HardwareSpec):
     return work, moved, 1e-6, None  # B/s -> MB/s (BabelStream's MBytes/sec: 10**6 B/s)
 
 
-def _decode(row: Measurement, hw: HardwareSpec):
+def decode_work(row: Measurement, hw: HardwareSpec):
     """One decode step of one sequence at the prompt's context (the cheapest step of the
     run: the cache only grows), LM head on its token."""
     cfg = model(row.model)
@@ -375,7 +373,7 @@ def _decode(row: Measurement, hw: HardwareSpec):
     return _timed(flops, moved, hw, row.compute_dtype), 1.0, 1.0, None
 
 
-def _throughput(row: Measurement, hw: HardwareSpec):
+def throughput_work(row: Measurement, hw: HardwareSpec):
     """A static batch: one prefill of ``batch`` prompts (causal: masked blocks skipped),
     then ``output`` − 1 decode steps of the batch at contexts S … S + n − 2, each reading
     the weights once for the batch and each sequence's own cache. A step's FLOPs and bytes
@@ -400,7 +398,7 @@ def _throughput(row: Measurement, hw: HardwareSpec):
     return work, float(b * n), 1.0, phases if len(phases) == 2 else None
 
 
-def _mlperf(row: Measurement, hw: HardwareSpec):
+def mlperf_work(row: Measurement, hw: HardwareSpec):
     """One output token: one token's pass through every weight with an empty cache (it
     attends only to itself: fewer FLOPs than any real step), and the bytes only it must
     move, its own K and V written once (the weights, shared by the batch, and the cache
@@ -412,8 +410,8 @@ def _mlperf(row: Measurement, hw: HardwareSpec):
     return work, 1.0, 1.0, None
 
 
-_WORK = {"gemm": _gemm, "bandwidth": _bandwidth, "decode": _decode, "tp": _decode,
-         "throughput": _throughput, "mlperf": _mlperf}  # fmt: skip
+_WORK = {"gemm": gemm_work, "bandwidth": bandwidth_work, "decode": decode_work,
+         "tp": decode_work, "throughput": throughput_work, "mlperf": mlperf_work}
 
 
 def compare(row: Measurement) -> Comparison:
@@ -437,9 +435,7 @@ def shares(kind: str | None = None) -> tuple[float, float]:
     return min(values), max(values)
 
 
-# ------------------------------------------------------------------ why not more
-
-
+# Why not more: each kind's reason, its numbers read from the table.
 def _span(values: list[float]) -> str:
     low, high = min(values), max(values)
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
