@@ -436,6 +436,7 @@ def shares(kind: str | None = None) -> tuple[float, float]:
 
 
 # Why not more: each kind's reason, its numbers read from the table.
+
 def _span(values: list[float]) -> str:
     low, high = min(values), max(values)
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
