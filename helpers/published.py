@@ -559,7 +559,7 @@ def _tp_reason(cs: list[Comparison]) -> str:
                    f"T, a token takes " + ", ".join(extra))
     return (
         "The bound splits the bytes over T chips' bandwidth and charges nothing for the "
-        "all-reduces. " + "; ".join(out) + " (each token runs two all-reduces a layer). "
+        "all-reduces, two a layer for each token. " + "; ".join(out) + ". "
         "What T does not divide is what tensor parallelism adds: all-reduces whose latency "
         "no chip count shortens, and slices of every matrix that get thinner and stream "
         "less well. Chapter 10's TPOT(T) adds the all-reduce term; these are its size on a "
