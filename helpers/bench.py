@@ -29,6 +29,7 @@ from helpers.sweep import SweepPoint
 __all__ = [
     "format_table",
     "format_summary",
+    "shortfalls",
     "format_pairs",
     "save_roofline_png",
     "run",
@@ -40,6 +41,9 @@ DEFAULT_MODEL = "Qwen2.5-7B"
 DEFAULT_DTYPES = ("fp32", "bf16")
 BUSY_SHARE = 0.05
 BANDWIDTH_DRIFT = 0.15
+SHORT_SHARE = 0.9
+"""A decode (m = 1) or prefill (m ≥ ``sweep.PREFILL_MIN_TOKENS``) point under this share of
+its ceiling is named by ``format_summary`` as one that misses it."""
 
 
 def format_table(points: Sequence[SweepPoint]) -> str:
@@ -59,8 +63,12 @@ def format_table(points: Sequence[SweepPoint]) -> str:
     return "\n".join(rows)
 
 
-def format_summary(summary: dict[str, dict[str, Any]], ceilings: Ceilings) -> str:
-    """Ceilings and headline figures as text."""
+def format_summary(
+    summary: dict[str, dict[str, Any]], ceilings: Ceilings, points: Sequence[SweepPoint] = ()
+) -> str:
+    """Ceilings and headline figures as text; with the sweep's ``points``, also which point
+    or GEMM set each dtype's matmul ceiling and which shapes miss a ceiling
+    (``shortfalls``)."""
     lines = [f"Measured on {ceilings.device_name} ({ceilings.device}), torch "
              f"{ceilings.torch_version}, {ceilings.threads} threads, {ceilings.date}",
              f"  bandwidth ceiling: {ceilings.bandwidth / 1e9:.1f} GB/s "
@@ -88,7 +96,29 @@ def format_summary(summary: dict[str, dict[str, Any]], ceilings: Ceilings) -> st
                          f"{entry['prefill_prediction_error']:+.0%}, kernel "
                          f"{'/'.join(entry.get('prefill_kernels', []))})")  # fmt: skip
         lines.append(f"  {dtype}: " + "; ".join(parts))
-    return "\n".join(lines)
+    return "\n".join(lines + shortfalls(points, ceilings))
+
+
+def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
+    """Per dtype, what set its matmul ceiling (a sweep point, or a GEMM of the ceiling
+    measurement that is no layer's shape) and the shapes under ``SHORT_SHARE`` of a ceiling:
+    prefill points of the matmul ceiling, decode points of the bandwidth ceiling."""
+    lines = []
+    for dtype in dict.fromkeys(p.dtype for p in points):
+        ours = [p for p in points if p.dtype == dtype]
+        peak, shape = ceilings.peak(dtype), tuple(ceilings.matmul_shape.get(dtype, ()))
+        setter = next((p for p in ours if (p.m, p.k, p.n) == shape), None)
+        source = (f"the sweep's {setter.shape} at m={setter.m}" if setter else
+                  f"the GEMM {'x'.join(map(str, shape))}, no layer's shape")
+        prefill = [f"{p.shape} m={p.m}{f' (scale {p.scale})' if p.scale > 1 else ''} "
+                   f"{p.achieved_flops / peak:.0%}" for p in ours
+                   if p.m >= sweep.PREFILL_MIN_TOKENS and p.achieved_flops < SHORT_SHARE * peak]
+        decode = [f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in ours
+                  if p.m == 1 and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth]
+        lines.append(f"  {dtype} matmul ceiling set by {source}; under {SHORT_SHARE:.0%} of "
+                     f"it, prefill: {', '.join(prefill) or 'none'}; under {SHORT_SHARE:.0%} of "
+                     f"the bandwidth, decode: {', '.join(decode) or 'none'}")  # fmt: skip
+    return lines
 
 
 def format_pairs(
@@ -195,7 +225,7 @@ def run(
 
     print(format_table(points))
     print()
-    print(format_summary(summary, ceilings))
+    print(format_summary(summary, ceilings, points))
     if others is not None and others > BUSY_SHARE:
         print(f"warning: other processes used {others:.0%} of the CPU during this run; they "
               "compete with the benchmark's threads, so its timings are slow and noisy",
@@ -238,6 +268,7 @@ def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
         title = (f"{model} {timed.label} ({timed.k}x{timed.n}), m=1, {dtype}, {kernel} kernel, "
                  f"on {machine.device_name(device)}:")  # fmt: skip
         print(format_pairs(title, rates))
+        print(f"  {sweep.pairs_reading(rates)}")
 
 
 def _dtype_list(values: Sequence[str] | None) -> list[str]:

@@ -50,6 +50,7 @@ __all__ = [
     "bandwidth_utilization",
     "prediction_error",
     "layer_time",
+    "layer_check",
     "full_size_time",
     "check_sweep",
     "sweep_summary",
@@ -304,6 +305,31 @@ def layer_time(
     ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
     each matmul with its own bound."""
     return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
+
+
+def layer_check(
+    shapes: Mapping[str, tuple[int, int]], m: int, seconds: Mapping[str, float], peak: float,
+    bandwidth: float, dtype: str = "bf16",
+) -> dict[str, float | str]:  # fmt: skip
+    """A layer's measured matmuls against the roofline (chapter 5). ``shapes`` maps each
+    matmul's name to its (in, out) features, ``seconds`` the same names to their measured
+    times at m tokens. Returns ``"predicted"``: the roofline's time of the layer, each matmul
+    at its own bound (``roofline.bound_time``) and the times added, not the roofline of the
+    layer's total FLOPs and bytes (which lets a memory-bound matmul's bytes hide behind a
+    compute-bound one's FLOPs); ``"error"``: ``prediction_error`` against the layer's
+    measured time; ``"worst"``: the matmul that loses the most time against its own roofline
+    time (measured − predicted; the first in ``shapes``' order on a tie), the one worth a
+    look first, and ``"roof"``: the bound of that matmul, "compute" or "memory", the ceiling
+    it fell short of."""
+    if set(seconds) != set(shapes) or not shapes:
+        raise ValueError("need a measured time for each matmul of shapes, and at least one")
+    floors = {name: bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak,
+                               bandwidth) for name, (k, n) in shapes.items()}  # fmt: skip
+    predicted = sum(floor.seconds for floor in floors.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name].seconds)
+    return {"predicted": float(predicted),
+            "error": prediction_error(predicted, sum(seconds.values())),
+            "worst": worst, "roof": floors[worst].bound}  # fmt: skip
 
 
 def full_size_time(

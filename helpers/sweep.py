@@ -37,7 +37,7 @@ them *and* of every point of the sweep (a one-token matmul that streams faster t
 Its results record, and what is read from it, are ``helpers.sweep_record``'s.
 
 Paired decode. ``paired_decode`` alternates the bandwidth stream and a one-token matmul, to
-tell a kernel's shortfall from a busy machine's (``fastest_group``).
+tell a kernel's shortfall from a busy machine's (``fastest_group``; ``pairs_reading`` says which).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ __all__ = [
     "measure_sweep",
     "paired_decode",
     "fastest_group",
+    "pairs_reading",
 ]
 
 MAX_TOKENS = 4096
@@ -475,3 +476,31 @@ def fastest_group(
     return statistics.median(r[0] for r in top), statistics.median(r[1] for r in top)
 
 
+
+
+def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS) -> str:
+    """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
+    ceiling, for any outcome: the matmul's rate over the stream's in the fastest group
+    (``fastest_group``) says whether it streams as well as ``x.sum()`` at the same moment
+    (within 5%: what it lacks is the moment's, or ``x.sum()``'s own), better (``x.sum()``
+    is not this machine's best stream) or worse (that share is the kernel's); and, where
+    worse, whether the matmul levelled off while the stream climbed from the slowest group
+    to the fastest (it rose by less than half as much: a limit of the kernel's own)."""
+    stream, matmul = fastest_group(rates, groups)
+    ratio = matmul / stream
+    if ratio > 1.05:
+        return (f"the matmul streamed {ratio:.2f}x as fast as x.sum() at the same moment: "
+                "x.sum() is not this machine's best stream, and its rate is no bandwidth "
+                "ceiling")  # fmt: skip
+    if ratio >= 0.95:
+        return (f"the matmul streamed as fast as x.sum() at the same moment ({ratio:.0%}): "
+                "what it lacks to the ceiling is the moment's traffic (or x.sum()'s own "
+                "shortfall), not the kernel's")  # fmt: skip
+    slow_stream, slow_matmul = fastest_group(sorted(rates)[: max(1, len(rates) // groups)], 1)
+    stream_rise, matmul_rise = stream / slow_stream - 1, matmul / slow_matmul - 1
+    levels = matmul_rise < stream_rise / 2 and stream_rise > 0.05
+    return (f"the matmul reached {ratio:.0%} of x.sum()'s rate at the same moment: that "
+            "shortfall is the kernel's" + (
+                f", and it levelled off ({matmul_rise:+.0%}) while the stream climbed "
+                f"({stream_rise:+.0%}): a limit of the kernel's own" if levels else
+                ", at a steady share while the stream moved"))  # fmt: skip

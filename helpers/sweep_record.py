@@ -8,7 +8,8 @@ another device reads the same. ``roofline_results`` is the record an ideal devic
 
 Read from a record or its points: ``summarize`` (the headline figures over whole layers),
 ``points_above_roofline`` (a check that the ceilings were reconciled), ``layer_points`` (one
-layer's points), ``measured_ridge`` and ``token_knee`` (the ridge, and the knee in tokens m,
+layer's points), ``compute_end``, ``measured_ridge`` and ``token_knee`` (the point that
+stands for the compute roof, the ridge, and the knee in tokens m,
 that the measurements imply; not ``latency.measured_knee``, chapter 7's knee in batch size).
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "LayerPoint",
     "results_ceilings",
     "layer_points",
+    "compute_end",
     "measured_ridge",
     "token_knee",
 ]
@@ -196,13 +198,31 @@ def layer_points(results: Mapping[str, Any], layer: str = "gate",
     return sorted(rows, key=lambda row: row.m)
 
 
-def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
-    """The ridge this layer showed: the achieved FLOP/s at the largest m (the compute roof it
-    really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
-    reached). None with fewer than two points."""
+def compute_end(rows: Sequence[LayerPoint]) -> LayerPoint | None:
+    """The point whose achieved FLOP/s stands for the compute roof this layer reached: the
+    largest m timed at the shape of the smallest-m point, if that point is compute-bound;
+    otherwise the largest m of all (a scaled point). A scaled point is a smaller GEMM, which
+    usually runs further below the ceiling than the real shape: where a sweep scales only its
+    largest m, the real shape's own compute-bound point reads its knee. None with fewer than
+    two points."""
     if len(rows) < 2:
         return None
-    first, last = min(rows, key=lambda r: r.m), max(rows, key=lambda r: r.m)
+    first = min(rows, key=lambda r: r.m)
+    same = [r for r in rows if (r.k, r.n) == (first.k, first.n) and r is not first]
+    last = max(same, key=lambda r: r.m, default=None)
+    if last is not None and last.bound == "compute":
+        return last
+    return max(rows, key=lambda r: r.m)
+
+
+def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
+    """The ridge this layer showed: the achieved FLOP/s of ``compute_end`` (the compute roof
+    it really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
+    reached). None with fewer than two points."""
+    last = compute_end(rows)
+    if last is None:
+        return None
+    first = min(rows, key=lambda r: r.m)
     return last.achieved_flops / first.achieved_bandwidth
 
 

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Timing",
     "median_and_iqr",
+    "NOTCH",
+    "compare",
+    "faster",
     "achieved_flops",
     "achieved_bandwidth",
     "COPIES_FACTOR",
@@ -64,6 +67,10 @@ __all__ = [
 
 MIN_SAMPLES = 4
 """Fewest timed blocks ``time_callable`` returns: enough for a median and a spread."""
+
+NOTCH = 1.57
+"""A median of n samples is uncertain by about ± NOTCH · IQR / √n: the notch of a box plot
+(McGill, Tukey and Larsen, "Variations of Box Plots", 1978; matplotlib's ``notch=True``)."""
 
 MIN_BLOCK_S = 1e-3
 """Shortest block of calls ``time_callable`` times on a CPU or MPS: reading the synchronizing
@@ -121,6 +128,11 @@ class Timing:
         """IQR / median: a unitless measure of how noisy the measurement was."""
         return self.iqr_s / self.median_s
 
+    @property
+    def notch_s(self) -> float:
+        """Half-width of the median's notch, ``NOTCH`` · IQR / √n (``compare``)."""
+        return NOTCH * self.iqr_s / math.sqrt(self.n)
+
 
 def median_and_iqr(samples: Sequence[float]) -> tuple[float, float]:
     """Median and interquartile range (75th − 25th percentile) of ``samples`` (chapter 4).
@@ -135,6 +147,26 @@ def median_and_iqr(samples: Sequence[float]) -> tuple[float, float]:
         raise ValueError("need at least one sample")
     q25, q50, q75 = np.percentile(np.asarray(samples, dtype=float), [25, 50, 75])
     return float(q50), float(q75 - q25)
+
+
+def compare(a: Timing, b: Timing) -> str:
+    """Which of two timings of the same work is faster, if the difference is real (chapter
+    4): ``"a"`` or ``"b"``, the one with the lower median when the two medians' notches
+    (median ± ``Timing.notch_s``) do not overlap, else ``"neither"``. Fewer than
+    ``MIN_SAMPLES`` samples on either side give no spread to judge by: ``"neither"``."""
+    if min(a.n, b.n) < MIN_SAMPLES:
+        return "neither"
+    if a.median_s + a.notch_s < b.median_s - b.notch_s:
+        return "a"
+    if b.median_s + b.notch_s < a.median_s - a.notch_s:
+        return "b"
+    return "neither"
+
+
+def faster(samples_a: Sequence[float], samples_b: Sequence[float]) -> str:
+    """``compare`` on two lists of per-call seconds (chapter 4's exercise)."""
+    return compare(Timing.from_samples(samples_a, device="", threads=0),
+                   Timing.from_samples(samples_b, device="", threads=0))  # fmt: skip
 
 
 def achieved_flops(flops: float, seconds: float) -> float:
@@ -391,11 +423,12 @@ def time_callable(
     no few stalled blocks, however they fall, can settle blocks that are too short. Blocks
     are added with ``adaptive_autorange``'s rule: at least
     ``MIN_SAMPLES`` blocks and ``min_run_time`` seconds, then more until IQR/median <
-    ``threshold`` or ``max_run_time`` seconds have passed. Two things torch's Timer does are
-    left out: ``adaptive_autorange`` grows a block until the clock costs at most 0.01% of it
-    (for a millisecond-long call, blocks of a hundred calls, which makes a sweep of a hundred
-    points take minutes), and ``Timer.timeit`` runs two untimed calls before every block (for
-    a slow call, three calls per sample).
+    ``threshold`` or ``max_run_time`` seconds have passed. Unlike torch's ``Timer``, blocks are
+    not grown until the clock costs at most 0.01% of one (``blocked_autorange`` and
+    ``adaptive_autorange`` do: for a millisecond-long call, blocks of a hundred calls, which
+    makes a sweep of a hundred points take minutes). As in ``blocked_autorange``, no untimed
+    call separates the blocks (``Timer.timeit(number)`` is what runs ``max(number // 100, 2)``
+    untimed calls, before its one timed block).
     ``flush`` (a ``flush_buffer``, for inputs too small to rotate past the cache,
     ``plan_cache_defeat``): every call is timed on its own, and the buffer is streamed
     (untimed) before each round of ``len(input_sets)`` calls, so each call of a round finds

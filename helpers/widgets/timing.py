@@ -8,7 +8,9 @@ bandwidth (bytes read / time) is the cache's, not the memory's. The measurements
 ``helpers.timing.cache_sweep_seconds``'s; this module only draws: ``cache_points`` turns
 measured times into points, ``cache_view`` picks the slider's point and the rule's
 recommendation (``helpers.timing.copies_to_exceed_cache``), ``table`` prints it, ``draw``
-plots it, and ``show`` is what the notebook's sliders call.
+plots it, and ``show`` is what the notebook's sliders call. ``streaming_from`` reads off the
+measured curve where the cache stopped helping, and ``at_working_set`` where another working
+set falls on it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "sweep_plan",
     "cache_points",
     "cache_view",
+    "streaming_from",
+    "at_working_set",
     "table",
     "draw",
     "show",
@@ -134,6 +138,29 @@ def cache_view(
         verdict = f"at least {factor:g} × the LLC: this times memory"
     return CacheView(tuple(points), selected, int(llc_bytes), float(factor), recommended,
                      float(streaming), verdict)  # fmt: skip
+
+
+def streaming_from(view: CacheView, tolerance: float = 0.1) -> CachePoint:
+    """The smallest measured working set from which every larger one read within
+    ``tolerance`` of the streaming bandwidth: where this machine's cache stopped helping,
+    as measured, whatever size the cache reports (a process can see less of a shared L3
+    than its size, or more cache than the last level's)."""
+    points = sorted(view.points, key=lambda p: p.working_set_bytes)
+    edge = points[-1]
+    for point in reversed(points):
+        if abs(point.apparent_bandwidth / view.streaming_bandwidth - 1) > tolerance:
+            break
+        edge = point
+    return edge
+
+
+def at_working_set(view: CacheView, nbytes: float) -> tuple[CachePoint, CachePoint]:
+    """The two measured points whose working sets bracket ``nbytes`` (the nearest one
+    twice at either end of the curve): where another measurement's working set falls on it."""
+    points = sorted(view.points, key=lambda p: p.working_set_bytes)
+    below = [p for p in points if p.working_set_bytes <= nbytes] or points[:1]
+    above = [p for p in points if p.working_set_bytes >= nbytes] or points[-1:]
+    return below[-1], above[0]
 
 
 def table(view: CacheView) -> str:

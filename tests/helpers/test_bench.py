@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -107,6 +108,33 @@ def test_cli_with_a_huge_cache_flushes_tiny_weights(tmp_path):
     rounds = {(p["cache_defeat"], p["copies"]) for p in data["points"]}
     assert rounds == {("flush", timing.MAX_COPIES)}  # 66 KB x 32 is far below half the cache
     assert f"flush x{timing.MAX_COPIES}" in result.stdout
+
+
+def test_the_summary_names_what_set_each_ceiling_and_what_misses_one():
+    from test_sweep import FAKE  # ceilings: 1e11 FLOP/s fp32, 1e10 B/s
+
+    def point(shape, m, k, n, seconds, scale=1):
+        flops, nbytes = 2 * m * k * n, 4 * (m * k + k * n + m * n)
+        return sweep.SweepPoint(
+            dtype="fp32", shape=shape, count=1, scale=scale, m=m, k=k, n=n, flops=flops,
+            bytes=nbytes, intensity=flops / nbytes, median_s=seconds, iqr_s=0.0, min_s=seconds,
+            max_s=seconds, samples=5, achieved_flops=flops / seconds,
+            achieved_bandwidth=nbytes / seconds, predicted_s=0.0, prediction_error=0.0,
+            bound="")  # fmt: skip
+
+    gemm = point("down", 4096, 1024, 1024, 2 * 4096 * 1024 * 1024 / 1e11)  # on the ceiling
+    thin = point("k,v", 4096, 448, 64, 2 * 4096 * 448 * 64 / 0.5e11, scale=8)  # 50% of it
+    slow = point("q,o", 1, 1024, 1024, 4 * (1024 + 1024 * 1024 + 1024) / 0.7e10)  # 70%
+    fast = point("down", 1, 1024, 1024, 4 * (1024 + 1024 * 1024 + 1024) / 0.95e10)
+    ceilings = replace(FAKE, matmul_shape={"fp32": (4096, 1024, 1024)})
+    (line,) = bench.shortfalls([gemm, thin, slow, fast], ceilings)
+    assert "fp32 matmul ceiling set by the sweep's down at m=4096" in line
+    assert "prefill: k,v m=4096 (scale 8) 50%;" in line
+    assert line.endswith("decode: q,o 70%")
+    (line,) = bench.shortfalls([gemm, fast], replace(FAKE, matmul_shape={"fp32": (8, 8, 8)}))
+    assert "set by the GEMM 8x8x8, no layer's shape" in line and line.endswith("decode: none")
+    summary = bench.format_summary({}, FAKE, [gemm, fast]).splitlines()
+    assert summary[-1] == bench.shortfalls([gemm, fast], FAKE)[0]  # the points' line, last
 
 
 def test_pairs_are_grouped_from_the_slowest_stream_to_the_fastest():

@@ -76,6 +76,34 @@ def test_full_size_time_refuses_a_change_of_bound():
         latency.full_size_time(1, real, real, 0.0, 1e9, 1e9)
 
 
+def test_layer_check_adds_each_matmul_at_its_own_bound():
+    """At 400 tokens on an H100 the k, v projections are memory-bound and the rest
+    compute-bound: the layer's roofline time is the sum of the seven, more than the roofline
+    of its total FLOPs and bytes; the matmul named is the one that loses the most time, not
+    the one with the lowest share of its roof."""
+    shapes = {name: kn for name, kn in QWEN.linear_shapes().items() if name != "lm_head"}
+    m, peak, bandwidth = 400, H100.peak("bf16"), H100.bandwidth
+    floors = {name: roofline.bound_time(2 * m * k * n, memory.linear_bytes(m, k, n, "bf16"),
+                                        peak, bandwidth) for name, (k, n) in shapes.items()}
+    assert floors["k"].bound == "memory" and floors["gate"].bound == "compute"
+    share = {**dict.fromkeys(shapes, 0.95), "k": 0.3, "down": 0.8}
+    seconds = {name: floors[name].seconds / share[name] for name in shapes}
+    check = latency.layer_check(shapes, m, seconds, peak, bandwidth, "bf16")
+    predicted = sum(floor.seconds for floor in floors.values())
+    assert check["predicted"] == pytest.approx(predicted)
+    assert check["predicted"] > max(sum(f.flops for f in floors.values()) / peak,
+                                    sum(f.bytes_moved for f in floors.values()) / bandwidth)
+    assert check["error"] == pytest.approx(predicted / sum(seconds.values()) - 1)
+    assert (check["worst"], check["roof"]) == ("down", "compute")  # k's share is lower
+    assert latency.layer_check(shapes, m, {**seconds, "k": seconds["k"] * 40}, peak,
+                               bandwidth, "bf16")["roof"] == "memory"
+    # q and o: one shape, one time, a tie; the first named wins
+    pair = {"q": (4096, 4096), "o": (4096, 4096)}
+    assert latency.layer_check(pair, 16, {"q": 1.0, "o": 1.0}, 1e11, 1e10)["worst"] == "q"
+    with pytest.raises(ValueError, match="each matmul"):
+        latency.layer_check(pair, 16, {"q": 1.0}, 1e11, 1e10)
+
+
 def test_phase_speedups_on_the_roofline():
     # A long prefill is compute-bound, a batch-1 decode step memory-bound: each gains the
     # whole factor from its own ceiling and nothing from the other.

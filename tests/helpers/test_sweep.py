@@ -301,6 +301,18 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
     assert len(rates) == 2
 
 
+@pytest.mark.parametrize("matmul, reading", [
+    (lambda s: 1.3 * s, "x.sum() is not this machine's best stream"),
+    (lambda s: 0.98 * s, "as fast as x.sum() at the same moment (98%)"),
+    (lambda s: 0.6 * s, "60% of x.sum()'s rate at the same moment: that shortfall is the "
+                        "kernel's, at a steady share"),
+    (lambda s: 0.8 * min(s, 20e9), "levelled off"),
+])  # fmt: skip
+def test_pairs_reading_covers_every_outcome(matmul, reading):
+    rates = [(s * 1e9, matmul(s * 1e9)) for s in range(10, 40)]
+    assert reading in sweep.pairs_reading(rates)
+
+
 def test_paired_decode_refuses_no_pairs():
     with pytest.raises(ValueError, match="pairs must be at least 1"):
         sweep.paired_decode(sweep.LinearShape(("q",), 64, 64), "fp32", "cpu", pairs=0)

@@ -94,6 +94,27 @@ def test_mixed_scales_use_the_smallest_m_shape():
     assert sweep_record.token_knee(rows) == knee
 
 
+def test_a_full_size_compute_bound_point_sets_the_compute_end_before_a_scaled_one():
+    # The real gate reached the ceiling at m = 1024; the scaled one at m = 4096 ran at half of
+    # it (a smaller GEMM): the knee is read from the real shape's own points.
+    k, n = SHAPES["gate,up"]
+    points = [_point("bf16", "gate,up", m, k, n) for m in (1, 16, 1024)]
+    scaled = _point("bf16", "gate,up", 4096, k // 4, n // 4, slowdown=2.0)
+    results = {"ceilings": {"matmul_flops": dict(PEAK), "bandwidth": BANDWIDTH},
+               "points": points + [{**scaled, "scale": 4}]}
+    rows = sweep_record.layer_points(results, "gate", "bf16")
+    assert rows[2].bound == "compute" and sweep_record.compute_end(rows) is rows[2]
+    ridge = PEAK["bf16"] / BANDWIDTH
+    assert sweep_record.measured_ridge(rows) == pytest.approx(ridge)
+    assert sweep_record.token_knee(rows) == roofline.gemm_knee(k, n, ridge, "bf16")
+    # Without the full-size m = 1024 point the scaled one is all there is, and it halves the
+    # measured ridge.
+    rows = [r for r in rows if r.m != 1024]
+    assert sweep_record.compute_end(rows).m == 4096
+    assert sweep_record.measured_ridge(rows) == pytest.approx(ridge / 2)
+    assert sweep_record.compute_end(rows[:1]) is None
+
+
 def test_sweep_results_round_trips_dataclasses():
     from helpers.sweep import SweepPoint
 

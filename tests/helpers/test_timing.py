@@ -41,6 +41,27 @@ def test_timing_from_samples_summarizes():
     assert (t.device, t.threads, t.calls_per_sample) == ("cpu", 2, 1)
 
 
+def test_compare_needs_the_notches_apart():
+    """Medians 1.00 and 1.03 with an IQR of 0.1: apart with 400 samples (notches ±0.0079),
+    not with 25 (±0.031); the lower median wins, either way round; fewer than
+    ``MIN_SAMPLES`` samples say nothing."""
+    def timed(median, n, iqr=0.1):
+        return timing.Timing(median, iqr, median - iqr, median + iqr, n, 1, "cpu", 1)
+
+    assert timed(1.0, 400).notch_s == pytest.approx(1.57 * 0.1 / 20)
+    assert timing.compare(timed(1.0, 400), timed(1.03, 400)) == "a"
+    assert timing.compare(timed(1.03, 400), timed(1.0, 400)) == "b"
+    assert timing.compare(timed(1.0, 25), timed(1.03, 25)) == "neither"
+    assert timing.compare(timed(1.0, 3, iqr=0.0), timed(2.0, 3, iqr=0.0)) == "neither"
+    assert timing.compare(timed(1.0, 4, iqr=0.0), timed(2.0, 4, iqr=0.0)) == "a"
+    # faster() is compare() on two lists of samples
+    tight = [0.50, 0.52, 0.49, 0.51, 0.50, 0.53, 0.48, 0.50]
+    assert timing.faster(tight, [t * 1.2 for t in tight]) == "a"
+    assert timing.faster([t * 1.2 for t in tight], tight) == "b"
+    assert timing.faster([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0],
+                         [4.0, 2.0, 5.0, 2.0, 6.0, 10.0, 3.0, 7.0]) == "neither"
+
+
 def test_achieved_rates():
     assert timing.achieved_flops(2e9, 0.5) == 4e9
     assert timing.achieved_bandwidth(3e9, 1.5) == 2e9

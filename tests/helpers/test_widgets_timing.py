@@ -71,6 +71,30 @@ def test_no_point_past_the_rule_uses_the_largest():
     assert widget.cache_view(pts, LLC).streaming_bandwidth == pytest.approx(60e9)
 
 
+def test_streaming_from_is_where_the_curve_settles_whatever_the_reported_cache():
+    # GBPS settles at 20 from 64 MiB (two times the 32 MiB cache) on.
+    view = widget.cache_view(points(), LLC)
+    assert widget.streaming_from(view).working_set_bytes == 64 * MiB
+    # A cache reported 4x too large: the streaming rate is the largest point's, and the
+    # measured edge is still 64 MiB, a quarter of the cache the machine reports.
+    big = widget.cache_view(points(), 4 * LLC)
+    assert widget.streaming_from(big).working_set_bytes == 64 * MiB
+    # Within 10%: 21.5 GB/s counts as streaming against 20, 40 does not.
+    near = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+                                        [90, 90, 90, 90, 80, 21.5, 20, 20]], MiB)
+    assert widget.streaming_from(widget.cache_view(near, LLC)).working_set_bytes == 32 * MiB
+
+
+def test_at_working_set_brackets_a_size_on_the_curve():
+    view = widget.cache_view(points(), LLC)
+    below, above = widget.at_working_set(view, 20 * MiB)
+    assert (below.working_set_bytes, above.working_set_bytes) == (16 * MiB, 32 * MiB)
+    below, above = widget.at_working_set(view, 16 * MiB)
+    assert below is above and below.working_set_bytes == 16 * MiB
+    assert widget.at_working_set(view, 1)[0].copies == 1  # before the first point
+    assert widget.at_working_set(view, 2**40)[1].copies == 128  # past the last
+
+
 def test_table_marks_the_selected_row_and_states_the_rule():
     text = widget.table(widget.cache_view(points(), LLC, 8))
     lines = text.splitlines()
