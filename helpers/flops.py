@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil
 
 from helpers._validate import non_negative_int, one_of, positive_int
 from helpers.models import ModelConfig
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
-           "attended_keys", "op_names", "attention_flops", "attention_flops_per_key"]
+           "attended_keys", "op_names", "attention_flops", "attention_flops_per_key",
+           "attention_crossover"]
 
 OPS = ("q", "k", "v", "o", "attn_scores", "attn_values", "gate", "up", "down", "lm_head")
 """The ops of a dense decoder's forward pass, in ``forward_flops``' order."""
@@ -217,3 +220,17 @@ def attention_flops_per_key(cfg: ModelConfig, mla: str = "absorbed") -> int:
     4 · layers · n_q_heads · head_dim (a multiply-add per element of the scores and of the
     values); a query attending to S keys costs S times this."""
     return attention_flops(forward_flops(cfg, 1, mla=mla).by_op)
+
+
+def attention_crossover(cfg: ModelConfig) -> int | None:
+    """Smallest context c (tokens already in the KV cache) at which a decode step spends at
+    least as many FLOPs on attention, over its c + 1 keys (at most ``sliding_window`` of
+    them), as on everything else it runs as a server runs it: every layer's weight matmuls
+    and the LM head for its one token (chapter 1). None when a sliding window keeps
+    attention below that at any context."""
+    first = forward_flops(cfg, 1, logits="last")  # the first token: it attends to itself only
+    per_key = attention_flops(first.by_op)
+    keys = max(1, ceil(Fraction(first.total - per_key, per_key)))
+    if cfg.sliding_window is not None and keys > cfg.sliding_window:
+        return None
+    return keys - 1

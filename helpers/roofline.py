@@ -55,6 +55,7 @@ __all__ = [
     "decode_aggregate",
     "critical_batch_aggregate",
     "critical_batch_split",
+    "free_batch",
     "decode_attention_intensity",
     "critical_batch_moe",
     "first_batch",
@@ -266,6 +267,29 @@ def critical_batch_split(
         return decode_split(cfg, hw, batch, 1, dtype)["weights"].bound == "compute"
 
     return first_batch(compute_bound, max_batch)
+
+
+def free_batch(
+    cfg: ModelConfig, hw: HardwareSpec, context: int, slack: float, dtype: str = "bf16",
+    max_batch: int = 1 << 20,
+) -> int:  # fmt: skip
+    """Largest batch B whose decode step, each sequence with ``context`` tokens cached,
+    takes at most (1 + ``slack``) times the step of one sequence, both timed by the split
+    model (``decode_split``: weight matmuls plus attention, each on its own roofline;
+    chapter 3). The weights' part hardly grows until the ridge, attention's grows with B
+    from the start, so at long contexts the cache ends cheap batching long before the
+    critical batch. ``max_batch`` if no batch up to it is slower than that."""
+    non_negative_int(context, "context")
+    positive_int(max_batch, "max_batch")
+    if not slack >= 0:
+        raise ValueError(f"slack must be >= 0, got {slack!r}")
+
+    def seconds(batch: int) -> float:
+        return sum(part.seconds for part in decode_split(cfg, hw, batch, context, dtype).values())
+
+    limit = (1 + slack) * seconds(1)
+    slower = first_batch(lambda batch: seconds(batch) > limit, max_batch)
+    return max_batch if slower is None else slower - 1
 
 
 def decode_attention_intensity(

@@ -1,5 +1,7 @@
 """FLOP and parameter counts against the published totals and against what torch executes."""
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given
@@ -161,3 +163,34 @@ def test_attention_flops_grow_by_the_per_key_cost(name):
         assert flops.attention_flops(step) == per_key * (context + 1)
         weight_matmuls = sum(v for op, v in step.items() if not op.startswith("attn_"))
         assert flops.attention_flops(step) == sum(step.values()) - weight_matmuls
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_attention_crossover_is_the_first_context_where_attention_reaches_the_rest(name):
+    cfg = models.get(name)
+    crossover = flops.attention_crossover(cfg)
+    window = cfg.sliding_window
+
+    def attention_and_rest(context):
+        step = flops.forward_flops(cfg, 1, context=context, logits="last").by_op
+        keys = context + 1 if window is None else min(context + 1, window)
+        attention = flops.attention_flops_per_key(cfg) * keys
+        return attention, sum(step.values()) - flops.attention_flops(step)
+
+    if crossover is None:  # the window caps attention below the rest
+        attention, rest = attention_and_rest(window)
+        assert window is not None and attention < rest
+        return
+    attention, rest = attention_and_rest(crossover)
+    assert attention >= rest
+    attention, rest = attention_and_rest(crossover - 1)
+    assert attention < rest
+
+
+def test_attention_crossover_of_a_tie_and_of_a_window():
+    # Llama-3.1-8B: the matmuls are exactly 28,628 keys' attention, so the step with
+    # 28,627 cached tokens ties, and the tie counts as reached.
+    assert flops.attention_crossover(models.get("Llama-3.1-8B")) == 28_627
+    assert flops.attention_crossover(models.get("Mistral-7B-v0.1")) is None
+    wide = dataclasses.replace(models.get("Mistral-7B-v0.1"), sliding_window=1 << 20)
+    assert flops.attention_crossover(wide) == 27_123

@@ -115,3 +115,24 @@ def test_decode_aggregate_bounds_the_split_parts_work_at_once():
     assert whole.seconds <= split["weights"].seconds + split["attention"].seconds
     assert whole == roofline.bound_time(whole.flops, whole.bytes_moved, H100.peak("bf16"),
                                         H100.bandwidth)
+
+
+def _step_seconds(cfg, hw, batch, context):
+    return sum(part.seconds for part in roofline.decode_split(cfg, hw, batch, context).values())
+
+
+@pytest.mark.parametrize("context, slack", [(1024, 0.1), (128, 0.5), (32768, 0.1), (1, 2.0)])
+def test_free_batch_is_the_last_batch_within_the_slack(context, slack):
+    batch = roofline.free_batch(QWEN, H100, context, slack)
+    limit = (1 + slack) * _step_seconds(QWEN, H100, 1, context)
+    assert _step_seconds(QWEN, H100, batch, context) <= limit
+    assert _step_seconds(QWEN, H100, batch + 1, context) > limit
+
+
+def test_free_batch_ends_long_before_the_critical_batch_at_long_contexts():
+    assert roofline.free_batch(QWEN, H100, 1024, 0.1) == 22
+    assert roofline.free_batch(QWEN, H100, 32768, 0.1) == 1
+    assert roofline.free_batch(QWEN, H100, 1024, 0.1) < roofline.critical_batch_split(QWEN, H100)
+    assert roofline.free_batch(QWEN, H100, 1024, 0.0) >= 1
+    with pytest.raises(ValueError):
+        roofline.free_batch(QWEN, H100, 1024, -0.1)

@@ -116,123 +116,92 @@ def param_count(cfg):
 """,
 }
 
-_LAYER_TEMPLATE = """
-def layer_flops(cfg, new_tokens, context, attention="dense"):
-    t, d, f, hd = new_tokens, cfg.hidden, cfg.intermediate, cfg.head_dim
-    q_width, kv_width = cfg.n_q_heads * hd, {kv_heads} * hd
-    if attention == {dense_name}:
-        pairs = {dense_pairs}
-    else:
-        pairs = {causal_pairs}
-    per_pair = {factor} * {attention_heads} * hd
-    return {{
-        "q": 2 * t * d * q_width,
-        "k": 2 * t * d * kv_width,
-        "v": 2 * t * d * kv_width,
-        "o": 2 * t * q_width * d,
-        "attn_scores": per_pair * pairs,
-        "attn_values": {values},
-        "gate": 2 * t * d * f,
-        "up": 2 * t * d * f,
-        "down": 2 * t * f * d,
-    }}
+_WINDOW_TEMPLATE = """
+def window_attention_flops(cfg, new_tokens, context):
+    window = {window}
+    pairs = 0
+    for i in range(1, new_tokens + 1):
+        keys = {keys}
+        pairs += keys if window is None else min(keys, {cap})
+    return {layers} * 4 * {heads} * cfg.head_dim * pairs
 """
-_LAYER_RIGHT = {
-    "kv_heads": "cfg.n_kv_heads",
-    "dense_name": '"dense"',
-    "dense_pairs": "t * (context + t)",
-    "causal_pairs": "t * context + t * (t + 1) // 2",
-    "factor": "2",
-    "attention_heads": "cfg.n_q_heads",
-    "values": "per_pair * pairs",
+_WINDOW_RIGHT = {
+    "window": "cfg.sliding_window",
+    "keys": "context + i",
+    "cap": "window",
+    "layers": "cfg.layers",
+    "heads": "cfg.n_q_heads",
 }
 
 
-def _layer_mutant(**wrong):
-    return _LAYER_TEMPLATE.format(**(_LAYER_RIGHT | wrong))
+def _window_mutant(**wrong):
+    return _WINDOW_TEMPLATE.format(**(_WINDOW_RIGHT | wrong))
 
 
-LAYER = {
-    "attention follows the kv heads": _layer_mutant(attention_heads="cfg.n_kv_heads"),
-    "n_q used for the k/v width": _layer_mutant(kv_heads="cfg.n_q_heads"),
-    "causal and dense swapped": _layer_mutant(dense_name='"causal"'),
-    "always dense": _layer_mutant(causal_pairs="t * (context + t)"),
-    "a token does not attend to itself (off by one)": _layer_mutant(
-        dense_pairs="t * (context + t - 1)", causal_pairs="t * context + t * (t - 1) // 2"
-    ),
-    "new tokens attend to the cache only": _layer_mutant(dense_pairs="t * max(context, 1)"),
-    "missing the factor 2 in attention": _layer_mutant(factor="1"),
-    "weighted values forgotten": _layer_mutant(values="0"),
+WINDOW = {
+    "window ignored: plain causal": _window_mutant(window="None"),
+    "off by one: the window and the token itself": _window_mutant(cap="window + 1"),
+    "off by one: the window counted without the token itself": _window_mutant(cap="window - 1"),
+    "dense rectangle: every new token sees context + new_tokens keys": _window_mutant(
+        keys="context + new_tokens"),
+    "the window clips the cache only": _window_mutant(
+        keys="(context if window is None else min(context, window)) + i", cap="keys"),
+    "attention follows the kv heads": _window_mutant(heads="cfg.n_kv_heads"),
+    "one layer only": _window_mutant(layers="1"),
     "hard-coded visible answers": """
-def layer_flops(cfg, new_tokens, context, attention="dense"):
-    ops = ("q", "k", "v", "o", "attn_scores", "attn_values", "gate", "up", "down")
-    visible = {
-        (10, 0, "dense"): (256901120, 36700160, 36700160, 256901120, 716800, 716800,
-                           1357905920, 1357905920, 1357905920),
-        (1, 1023, "dense"): (25690112, 3670016, 3670016, 25690112, 7340032, 7340032,
-                             135790592, 135790592, 135790592),
-        (10, 0, "causal"): (256901120, 36700160, 36700160, 256901120, 394240, 394240,
-                            1357905920, 1357905920, 1357905920),
-    }
-    values = visible.get((new_tokens, context, attention), (0,) * 9)
-    return dict(zip(ops, values))
+def window_attention_flops(cfg, new_tokens, context):
+    visible = {("Mistral-7B-v0.1", 1, 32767): 2_147_483_648,
+               ("Mistral-7B-v0.1", 8, 4092): 17_176_723_456,
+               ("Qwen2.5-7B", 10, 0): 22_077_440}
+    return visible.get((cfg.name, new_tokens, context), 0)
 """,
 }
 
-_SERVING_TEMPLATE = """
-def serving_step_flops(cfg, new_tokens, context):
-    t, d, f, hd = new_tokens, cfg.hidden, cfg.intermediate, cfg.head_dim
-    q_width, kv_width = cfg.n_q_heads * hd, {kv_heads} * hd
-    weights = d * q_width + 2 * d * kv_width + q_width * d + 3 * d * f
-    projections = 2 * t * weights
-    attention = 2 * 2 * {attention_heads} * hd * {pairs}
-    lm_head = {lm_head}
-    return cfg.layers * (projections + {attention}) + lm_head{extra}
+_CROSSOVER_TEMPLATE = """
+def attention_crossover(cfg):
+    d, hd = cfg.hidden, cfg.head_dim
+    q_width, kv_width = cfg.n_q_heads * hd, cfg.n_kv_heads * hd
+    per_layer = d * q_width + 2 * d * kv_width + q_width * d + 3 * d * cfg.intermediate
+    rest = {rest}
+    per_key = 4 * cfg.layers * {heads} * hd
+    keys = {keys}
+    if {window_check}:
+        return None
+    return {result}
 """
-_SERVING_RIGHT = {
-    "kv_heads": "cfg.n_kv_heads",
-    "attention_heads": "cfg.n_q_heads",
-    "pairs": "t * (context + t)",
-    "lm_head": "2 * d * cfg.vocab",
-    "attention": "attention",
-    "extra": "",
+_CROSSOVER_RIGHT = {
+    "rest": "2 * (cfg.layers * per_layer + d * cfg.vocab)",
+    "heads": "cfg.n_q_heads",
+    "keys": "max(1, -(-rest // per_key))",
+    "window_check": "cfg.sliding_window is not None and keys > cfg.sliding_window",
+    "result": "keys - 1",
 }
 
 
-def _serving_mutant(**wrong):
-    return _SERVING_TEMPLATE.format(**(_SERVING_RIGHT | wrong))
+def _crossover_mutant(**wrong):
+    return _CROSSOVER_TEMPLATE.format(**(_CROSSOVER_RIGHT | wrong))
 
 
-SERVING = {
-    "logits for every token": _serving_mutant(lm_head="2 * t * d * cfg.vocab"),
-    "off by one: the cache only": _serving_mutant(pairs="t * context"),
-    "off by one: context + 1 keys for every token": _serving_mutant(pairs="t * (context + 1)"),
-    "attention follows the kv heads": _serving_mutant(attention_heads="cfg.n_kv_heads"),
-    "n_q used for the k/v width": _serving_mutant(kv_heads="cfg.n_q_heads"),
-    "causal instead of dense": _serving_mutant(pairs="t * context + t * (t + 1) // 2"),
-    "attention left out": _serving_mutant(attention="0"),
-    "embedding lookup counted as a matmul": _serving_mutant(extra=" + 2 * t * d * cfg.vocab"),
-    "LM head missing the factor 2": _serving_mutant(lm_head="d * cfg.vocab"),
-    "2N per token, a common interview answer": """
-def serving_step_flops(cfg, new_tokens, context):
-    d, f = cfg.hidden, cfg.intermediate
-    q_width, kv_width = cfg.n_q_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-    per_layer = 2 * d * q_width + 2 * d * kv_width + 3 * d * f + 2 * d
-    if cfg.qkv_bias:
-        per_layer += q_width + 2 * kv_width
-    n = cfg.vocab * d * (1 if cfg.tied_embeddings else 2) + cfg.layers * per_layer + d
-    return 2 * n * new_tokens
-""",
+_TWO_N = ("2 * (cfg.layers * (per_layer + 2 * d + (q_width + 2 * kv_width if cfg.qkv_bias else 0))"
+          " + cfg.vocab * d * (1 if cfg.tied_embeddings else 2) + d)")
+CROSSOVER = {
+    "2N per token as the rest, a common interview answer": _crossover_mutant(rest=_TWO_N),
+    "LM head left out": _crossover_mutant(rest="2 * cfg.layers * per_layer"),
+    "attention follows the kv heads": _crossover_mutant(heads="cfg.n_kv_heads"),
+    "off by one: the new token does not attend to itself": _crossover_mutant(result="keys"),
+    "a tie does not count (strictly more)": _crossover_mutant(keys="rest // per_key + 1"),
+    "window ignored": _crossover_mutant(window_check="False"),
+    "off by one at the window: needs a key to spare": _crossover_mutant(
+        window_check="cfg.sliding_window is not None and keys >= cfg.sliding_window"),
     "hard-coded visible answers": """
-def serving_step_flops(cfg, new_tokens, context):
-    visible = {(1024, 0): 13_785_787_531_264, (1, 1024): 14_552_014_848}
-    return visible.get((new_tokens, context), 0)
+def attention_crossover(cfg):
+    return {"Qwen2.5-7B": 35_227}.get(cfg.name)
 """,
 }
 
 MUTANTS = {
     "ch01_torch_matmul_flops": MATMUL,
     "ch01_param_count": PARAM,
-    "ch01_layer_flops": LAYER,
-    "ch01_serving_step_flops": SERVING,
+    "ch01_window_attention_flops": WINDOW,
+    "ch01_attention_crossover": CROSSOVER,
 }

@@ -50,132 +50,164 @@ def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
 ''',
 }
 
-MUTANTS = {
-    "ch03_gemm_intensity": {
-        "missing the 2 in 2mkn": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    return m * k * n / (memory.dtype_bytes(dtype) * (m * k + k * n + m * n))
-''',
-        "forgets to write the output": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    return 2 * m * k * n / (memory.dtype_bytes(dtype) * (m * k + k * n))
-''',
-        "weights only, as the interview answer counts": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    return 2 * m * k * n / (memory.dtype_bytes(dtype) * k * n)
-''',
-        "bf16 hard-coded: 2 bytes whatever the dtype": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    return 2 * m * k * n / (2 * (m * k + k * n + m * n))
-''',
-        "bits instead of bytes": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    return 2 * m * k * n / (memory.DTYPE_BITS[dtype] * (m * k + k * n + m * n))
-''',
-        "hard-codes the visible answers": '''
-def gemm_intensity(m, k, n, dtype="bf16"):
-    if (m, k, n) == (1024, 3584, 18944):
-        return 764.3112391930836
-    return 0.999668305038748
-''',
-    },
-    "ch03_roofline_time": {
-        "min instead of max": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / peak_flops, bytes_moved / bandwidth
-    return min(compute, memory_), "compute" if compute >= memory_ else "memory"
-''',
-        "adds the two times": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / peak_flops, bytes_moved / bandwidth
-    return compute + memory_, "compute" if compute >= memory_ else "memory"
-''',
-        "bound label inverted at the tie (strict >)": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / peak_flops, bytes_moved / bandwidth
-    return max(compute, memory_), "compute" if compute > memory_ else "memory"
-''',
-        "labels swapped": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / peak_flops, bytes_moved / bandwidth
-    return max(compute, memory_), "memory" if compute >= memory_ else "compute"
-''',
-        "returns a list, not a tuple": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / peak_flops, bytes_moved / bandwidth
-    return [max(compute, memory_), "compute" if compute >= memory_ else "memory"]
-''',
-        "hard-codes the visible answers": '''
-def roofline_time(flops, bytes_moved, peak_flops, bandwidth):
-    compute, memory_ = flops / 989e12, bytes_moved / 3.35e12  # the H100 of the visible tests
-    return max(compute, memory_), "compute" if compute >= memory_ else "memory"
-''',
-    },
-    "ch03_gemm_bounds": GEMM_BOUNDS,
-    "ch03_critical_batch": {
-        "rule of thumb B = ridge·b/2, activations ignored": '''
-import math
+_FUSION_TEMPLATE = """
+def fusion_gain(m, k, widths):
+    b = 2
+    fused = 2 * m * k * sum(widths) / (b * ({fused_bytes}))
+    separate = {separate}
+    return {result}
+"""
+_FUSION_RIGHT = {
+    "fused_bytes": "m * k + k * sum(widths) + m * sum(widths)",
+    "separate": ("sum(2 * m * k * n for n in widths) "
+                 "/ sum(b * (m * k + k * n + m * n) for n in widths)"),
+    "result": "fused / separate",
+}
 
 
-def critical_batch(k, n, ridge, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    if 2 * k * n <= ridge * b * (k + n):
+def _fusion_mutant(**wrong):
+    return _FUSION_TEMPLATE.format(**(_FUSION_RIGHT | wrong))
+
+
+FUSION = {
+    "the separate intensities averaged": _fusion_mutant(
+        separate=("sum(2 * m * k * n / (b * (m * k + k * n + m * n)) for n in widths)"
+                  " / len(widths)")),
+    "the input read once by the separate matmuls too": _fusion_mutant(
+        separate="2 * m * k * sum(widths) / (b * (m * k + k * sum(widths) + m * sum(widths)))"),
+    "outputs forgotten": _fusion_mutant(
+        fused_bytes="m * k + k * sum(widths)",
+        separate="sum(2 * m * k * n for n in widths) / sum(b * (m * k + k * n) for n in widths)"),
+    "ratio upside down": _fusion_mutant(result="separate / fused"),
+    "the best separate matmul as the baseline": _fusion_mutant(
+        separate="max(2 * m * k * n / (b * (m * k + k * n + m * n)) for n in widths)"),
+    "hard-codes the visible answers": """
+def fusion_gain(m, k, widths):
+    return 1.294736842105263 if m == 1024 else 1.0000263855226406
+""",
+}
+
+_ROOFS_TEMPLATE = """
+def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
+    def same(x, y):
+        return {same}
+
+    speedup = {speedup}
+    peaks = chip_b.peak({peak_dtype}) / chip_a.peak({peak_dtype})
+    bandwidths = chip_b.bandwidth / chip_a.bandwidth
+    if same(peaks, bandwidths):
         return None
-    return math.ceil(ridge * b / 2)
-''',
-        "off by one: truncates instead of rounding up": '''
-def critical_batch(k, n, ridge, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, int(ridge * b * k * n / room))
-''',
-        "off by one: the last memory-bound batch": '''
-def critical_batch(k, n, ridge, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    if 2 * k * n <= ridge * b * (k + n):
-        return None
+    if same(speedup, peaks):
+        return ("compute", "compute")
+    if same(speedup, bandwidths):
+        return ("memory", "memory")
+    if peaks < speedup < bandwidths:
+        return {low_ridge_b}
+    if bandwidths < speedup < peaks:
+        return {low_ridge_a}
+    return {outside}
+"""
+_ROOFS_RIGHT = {
+    "same": "abs(x / y - 1) < 0.02",
+    "speedup": "seconds_a / seconds_b",
+    "peak_dtype": "dtype",
+    "low_ridge_b": '("memory", "compute")',
+    "low_ridge_a": '("compute", "memory")',
+    "outside": "None",
+}
+
+
+def _roofs_mutant(**wrong):
+    return _ROOFS_TEMPLATE.format(**(_ROOFS_RIGHT | wrong))
+
+
+ROOFS = {
+    "mixed cases swapped": _roofs_mutant(low_ridge_b='("compute", "memory")',
+                                         low_ridge_a='("memory", "compute")'),
+    "ratio of times upside down": _roofs_mutant(speedup="seconds_b / seconds_a"),
+    "times compared exactly, no noise allowed": _roofs_mutant(same="x == y"),
+    "bf16 peaks whatever the dtype": _roofs_mutant(peak_dtype='"bf16"'),
+    "no roofline fits: answered anyway": _roofs_mutant(outside='("memory", "memory")'),
+    "only the bandwidths asked": """
+def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
+    ratio = (seconds_a / seconds_b) / (chip_b.bandwidth / chip_a.bandwidth)
+    return ("memory", "memory") if abs(ratio - 1) < 0.02 else ("compute", "compute")
+""",
+    "only the peaks asked": """
+def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
+    ratio = (seconds_a / seconds_b) / (chip_b.peak(dtype) / chip_a.peak(dtype))
+    return ("compute", "compute") if abs(ratio - 1) < 0.02 else ("memory", "memory")
+""",
+    "hard-codes the visible answers": """
+def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
+    return ("compute", "compute") if seconds_a > 0.01 else ("memory", "memory")
+""",
+}
+
+_FREE_TEMPLATE = """
+def free_batch(cfg, hw, context, slack, dtype="bf16"):
+    def step_seconds(batch):
+        parts = roofline.decode_split(cfg, hw, batch, context, dtype)
+        return {step}
+
+    limit = {limit}
     batch = 1
-    while roofline.gemm_intensity(batch + 1, k, n, dtype) < ridge:
+    while {fits}:
+        batch *= 2
+    low, high = batch // 2 if batch > 1 else 1, batch
+    while high - low > 1:
+        middle = (low + high) // 2
+        if {fits_middle}:
+            low = middle
+        else:
+            high = middle
+    return {result}
+"""
+_FREE_RIGHT = {
+    "step": 'parts["weights"].seconds + parts["attention"].seconds',
+    "limit": "(1 + slack) * step_seconds(1)",
+    "fits": "step_seconds(batch) <= limit",
+    "fits_middle": "step_seconds(middle) <= limit",
+    "result": "low",
+}
+
+
+def _free_mutant(**wrong):
+    return _FREE_TEMPLATE.format(**(_FREE_RIGHT | wrong))
+
+
+FREE = {
+    "weight matmuls only, attention ignored": _free_mutant(step='parts["weights"].seconds'),
+    "the roofline's two terms added": _free_mutant(
+        step="sum(p.compute_seconds + p.memory_seconds for p in parts.values())"),
+    "off by one: the first batch past the slack": _free_mutant(result="high"),
+    "slack times the step, not 1 + slack": _free_mutant(
+        limit="max(slack, 1.0) * step_seconds(1)"),
+    "the time per sequence held to the slack": _free_mutant(
+        fits="step_seconds(batch) / batch <= limit and batch < 1 << 20",
+        fits_middle="step_seconds(middle) / middle <= limit"),
+    "baseline without attention": _free_mutant(
+        limit='(1 + slack) * roofline.decode_split(cfg, hw, 1, context, dtype)["weights"].seconds'),
+    "the aggregate model": """
+def free_batch(cfg, hw, context, slack, dtype="bf16"):
+    def step_seconds(batch):
+        return roofline.decode_aggregate(cfg, hw, batch, context, dtype).seconds
+
+    limit = (1 + slack) * step_seconds(1)
+    batch = 1
+    while step_seconds(batch + 1) <= limit:
         batch += 1
     return batch
-''',
-        "never returns None": '''
-import math
+""",
+    "hard-codes the visible answers": """
+def free_batch(cfg, hw, context, slack, dtype="bf16"):
+    return 22 if context == 1024 else 1
+""",
+}
 
-
-def critical_batch(k, n, ridge, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    room = 2 * k * n - ridge * b * (k + n)
-    return max(1, math.ceil(ridge * b * k * n / room)) if room else 1
-''',
-        "bf16 hard-coded": '''
-import math
-
-
-def critical_batch(k, n, ridge, dtype="bf16"):
-    room = 2 * k * n - ridge * 2 * (k + n)
-    if room <= 0:
-        return None
-    return max(1, math.ceil(ridge * 2 * k * n / room))
-''',
-        "missing the 2 in the FLOPs": '''
-import math
-
-
-def critical_batch(k, n, ridge, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    room = k * n - ridge * b * (k + n)
-    if room <= 0:
-        return None
-    return max(1, math.ceil(ridge * b * k * n / room))
-''',
-        "hard-codes the visible answers": '''
-def critical_batch(k, n, ridge, dtype="bf16"):
-    if n == 128:
-        return None
-    return 328 if n == 18944 else 354
-''',
-    },
+MUTANTS = {
+    "ch03_fusion_gain": FUSION,
+    "ch03_roofs_from_times": ROOFS,
+    "ch03_gemm_bounds": GEMM_BOUNDS,
+    "ch03_free_batch": FREE,
 }
