@@ -501,6 +501,7 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     levels = matmul_rise < stream_rise / 2 and stream_rise > 0.05
     return (f"the matmul reached {ratio:.0%} of x.sum()'s rate at the same moment: that "
             "shortfall is the kernel's" + (
-                f", and it levelled off ({matmul_rise:+.0%}) while the stream climbed "
-                f"({stream_rise:+.0%}): a limit of the kernel's own" if levels else
+                f", and it {'levelled off' if matmul_rise >= 0 else 'fell'} "
+                f"({matmul_rise:+.0%}) while the stream climbed ({stream_rise:+.0%}): a limit "
+                "of the kernel's own" if levels else
                 ", at a steady share while the stream moved"))  # fmt: skip
