@@ -1,4 +1,4 @@
-"""A content scan of chapters 6-10: their prose teaches the subject, and nothing else.
+"""A content scan of chapters 4-10: their prose teaches the subject, and nothing else.
 
 The rules (CONTRIBUTING.md's "Prose"), made precise. What is scanned: the markdown cells of
 each chapter's source (``solutions/``) and of its release (``notebooks/``), model answers
@@ -21,6 +21,8 @@ a reader must understand). What fails, each failure naming the chapter and the c
 * **too many words**: more than ``WORD_LIMIT`` words of markdown in the source, model
   answers (between ``### BEGIN SOLUTION`` and ``### END SOLUTION``) excluded; a word is
   what ``str.split`` returns, the count the chapters' commits have reported.
+* **a claim its outputs contradict** (the source's stored outputs): a superlative over a
+  near-tie, a "fits" or "does not fit" against the table beside it (the last section).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = ("06_ttft_tpot", "07_batching", "08_serving", "09_capstone", "10_parallel")
+CHAPTERS = ("04_timing", "05_matmuls", "06_ttft_tpot", "07_batching", "08_serving", "09_capstone",
+            "10_parallel")
 KINDS = ("solutions", "notebooks")
 WORD_LIMIT = 3500
 
@@ -263,3 +266,241 @@ def test_the_word_count_leaves_out_model_answers():
     nb = _nb("one two three", "Question four five\n### BEGIN SOLUTION\nmany words here\n"
              "### END SOLUTION\n", ("x = 1", "code is not prose"))
     assert prose_words(nb) == 6
+
+
+# ------------------------------------------- claims held against the outputs beside them
+#
+# A comparative sentence must agree with the figures printed next to it (issue 36). Two
+# checks read a chapter's stored outputs (so ``solutions/`` only: a release has none):
+#
+# * **a superlative beside a near-tie**: a sentence (or a printed line) that names a winner
+#   ("the least", "the best", "is fastest", "highest ... at"; not "is not the best") whose
+#   figure, in a table printed beside it, is the column's extreme with another row within
+#   ``NEAR_TIE`` (2%) of it, and does not say so ("within", "a tie", "close", ...). The
+#   figure is a number the sentence quotes (a measured one: decimals, or 100 and more) or the
+#   row it names ("at T = 16", "batch 32"), whose extreme cells are then checked.
+# * **a "fits" or "does not fit" against its table**: a clause that says a pair of numbers
+#   ("256 at 8,192") fits or does not fit, against a printed row holding both numbers, in
+#   that order, and a verdict (yes/no, fits/does not fit).
+#
+# "Beside" is the outputs of the two code cells before a markdown cell and the one after it.
+
+NEAR_TIE = 0.02
+_VALUE = re.compile(r"^[(\[]*([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)"
+                    r"(?:[%x×]|ms|µs|us|s|GB|MB|B|tok/s)?[)\],;:]*$")
+_IN_TEXT = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_SUPERLATIVE = re.compile(
+    r"\b(?:(?:the|is|are|was)\s+(?:least|best|lowest|highest|fastest|slowest|cheapest|"
+    r"smallest|largest|fewest|worst)|(?:least|best|lowest|highest|fastest|cheapest)\s+"
+    r"(?:\w+\s+){0,2}(?:measured|at|of|is))\b", re.I)
+_ACKNOWLEDGED = re.compile(r"\b(?:tie|ties|tied|near-tie|within|about the same|close|"
+                           r"indistinguishable|spread|noise|margin|ahead|behind)\b", re.I)
+_ROW_NAMED = re.compile(r"\b(?:at|for|batch|degree)\s+(?:[A-Za-z*]+\s*=\s*)?(\d[\d,]*)\b")
+_FIT_NO = re.compile(r"\b(?:does|do|did|would|will|can)(?:\s+not|n't)\s+fit\b|\bcannot\s+fit\b"
+                     r"|\bneeds?\s+more\b[^;]*?\bthan\b[^;]*?\bholds?\b"
+                     r"|\bno\s+longer\s+fits?\b", re.I)
+_FIT_YES = re.compile(r"\bfits?\b", re.I)
+_CLAUSE = re.compile(r";|\bbut\b|\bwhile\b|\bwhereas\b", re.I)
+_VERDICTS = {"yes": True, "no": False, "true": True, "false": False}
+
+
+def _value(token: str) -> float | None:
+    found = _VALUE.match(token)
+    return float(found.group(1).replace(",", "")) if found else None
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers a sentence quotes, outside math and code spans."""
+    text = re.sub(r"\$[^$]*\$|`[^`]*`", " ", text)
+    return [float(m.group(0).replace(",", "")) for m in _IN_TEXT.finditer(text)]
+
+
+def _printed(cell: dict) -> str:
+    return "".join(_text(o.get("text") or o.get("data", {}).get("text/plain", ""))
+                   for o in cell.get("outputs", []))  # fmt: skip
+
+
+def printed_tables(text: str) -> list[tuple[list[list[str]], dict[int, dict[int, float]]]]:
+    """Each run of two or more consecutive printed lines with the same number of words: its
+    rows (words) and its numeric columns, {column: {row: value}}."""
+    found, block = [], []
+
+    def close() -> None:
+        if len(block) >= 2:
+            columns: dict[int, dict[int, float]] = {}
+            for r, words in enumerate(block):
+                for c, word in enumerate(words):
+                    if (v := _value(word)) is not None:
+                        columns.setdefault(c, {})[r] = v
+            found.append((list(block), columns))
+
+    for line in text.splitlines():
+        words = line.split()
+        if block and len(words) != len(block[0]):
+            close()
+            block = []
+        if words:
+            block.append(words)
+    close()
+    return found
+
+
+def _ties(column: dict[int, float], row: int) -> list[float]:
+    """Other rows' values within NEAR_TIE of ``row``'s, if ``row`` is the column's extreme."""
+    v = column[row]
+    if len(column) < 2 or not v or v not in (max(column.values()), min(column.values())):
+        return []
+    return [w for r, w in column.items() if r != row and abs(w - v) <= NEAR_TIE * abs(v)]
+
+
+def near_tie_superlatives(sentence: str, printed: list[str]) -> list[str]:
+    """What ties a sentence's superlative to a near-tie in the tables printed beside it."""
+    named_winner = [m for m in _SUPERLATIVE.finditer(sentence)
+                    if not re.search(r"\bnot\s*$", sentence[:m.start()])]  # "is not the best"
+    if not named_winner or _ACKNOWLEDGED.search(sentence):
+        return []
+    quoted = [v for v in _numbers(sentence) if v != int(v) or v >= 100]
+    named = {float(m.group(1).replace(",", "")) for m in _ROW_NAMED.finditer(
+        re.sub(r"\$[^$]*\$|`[^`]*`", " ", sentence))}
+    found = set()
+    for text in printed:
+        for rows, columns in printed_tables(text):
+            for c, column in columns.items():
+                for r, v in column.items():
+                    # a row the sentence names by its label: every other cell of that row
+                    labels = [k for k, w in enumerate(rows[r][:2]) if _value(w) in named]
+                    by_row = bool(labels) and c not in labels and len(column) >= 3
+                    if v in quoted or by_row:
+                        found.update(f"{v:g} against {w:g}" for w in _ties(column, r))
+    return sorted(found)
+
+
+def _verdict(words: list[str]) -> bool | None:
+    line = " ".join(words).lower()
+    if "does not fit" in line or "doesn't fit" in line:
+        return False
+    said = [_VERDICTS[w.strip("()[],;:*").lower()] for w in words
+            if w.strip("()[],;:*").lower() in _VERDICTS]
+    if len(said) == 1:
+        return said[0]
+    return True if re.search(r"\bfits\b", line) else None
+
+
+def fit_contradictions(sentence: str, printed: list[str]) -> list[str]:
+    """Printed rows that contradict a clause saying a pair of numbers fits or does not."""
+    found = []
+    for clause in _CLAUSE.split(sentence):
+        if _FIT_NO.search(clause):
+            claimed = False
+        elif _FIT_YES.search(clause):
+            claimed = True
+        else:
+            continue
+        numbers = _numbers(clause)
+        for text in printed:
+            for line in text.splitlines():
+                words = line.split()
+                verdict = _verdict(words)
+                if verdict is None or verdict == claimed:
+                    continue
+                row = [_value(w) for w in words]
+                for a, b in zip(numbers, numbers[1:], strict=False):
+                    if a in row and b in row[row.index(a) + 1:]:
+                        found.append(f"{a:g} and {b:g}: {line.strip()!r}")
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    """A markdown cell's sentences (model answers left out): split after . ! or ? and a space,
+    so a decimal point stays inside its number."""
+    return [s for s in re.split(r"(?<=[.!?])\s+", MODEL_ANSWER.sub("", text)) if s.strip()]
+
+
+def claims_against_outputs(nb: dict, chapter: str, check) -> list[str]:
+    """``check(sentence, printed)`` over every markdown sentence (the outputs of the two code
+    cells before it and the one after) and every printed line (its own cell's output)."""
+    cells = nb["cells"]
+    code = [i for i, c in enumerate(cells) if c["cell_type"] == "code"]
+    problems = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown":
+            beside = [j for j in code if j < i][-2:] + [j for j in code if j > i][:1]
+            printed = [_printed(cells[j]) for j in beside]
+            for sentence in _sentences(_text(cell["source"])):
+                problems += [f"{chapter} cell {i}: {' '.join(sentence.split())[:90]!r}: {why}"
+                             for why in check(sentence, printed)]  # fmt: skip
+        else:
+            out = _printed(cell)
+            for line in out.splitlines():
+                problems += [f"{chapter} cell {i} prints {line.strip()[:90]!r}: {why}"
+                             for why in check(line, [out])]  # fmt: skip
+    return problems
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_superlative_stands_on_a_near_tie(chapter):
+    found = claims_against_outputs(notebook(chapter, "solutions"), chapter,
+                                   near_tie_superlatives)
+    assert not found, (f"a winner named over a near-tie (within {NEAR_TIE:.0%}) without saying "
+                       "so:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_fit_claim_agrees_with_its_table(chapter):
+    found = claims_against_outputs(notebook(chapter, "solutions"), chapter, fit_contradictions)
+    assert not found, "a fits / does not fit sentence against its table:\n" + "\n".join(found)
+
+
+_TPOT_BY_DEGREE = ("print(rows)", "  T  TPOT NVLink  TPOT PCIe\n  2   22.52ms   22.68ms\n"
+                   "  4   12.59ms   13.03ms\n  8    9.10ms    9.16ms\n 16    8.95ms    9.80ms\n")
+
+
+@pytest.mark.parametrize("text", [
+    "Over NVLink TPOT is least at T = 16.",
+    "The best degree over NVLink is the last row, 8.95 ms.",
+])  # fmt: skip
+def test_the_scan_finds_a_superlative_on_a_near_tie(text):
+    (problem,) = claims_against_outputs(_nb(_TPOT_BY_DEGREE, text), "99_x",
+                                        near_tie_superlatives)
+    assert "cell 1" in problem and "8.95 against 9.1" in problem
+
+
+@pytest.mark.parametrize("text", [
+    "Over PCIe TPOT is least at T = 8.",  # 9.16 ms against 9.80: a clear winner
+    "Over NVLink TPOT is least at T = 16, within 2% of T = 8.",
+    "TPOT is lowest at the largest degree of this table.",
+])  # fmt: skip
+def test_the_scan_passes_a_clear_or_acknowledged_winner(text):
+    assert claims_against_outputs(_nb(_TPOT_BY_DEGREE, text), "99_x",
+                                  near_tie_superlatives) == []
+
+
+def test_the_scan_finds_a_printed_winner_on_a_near_tie():
+    printed = ("print(...)", "batch  tokens/s\n    1     89.5\n   32   1301.0\n   64   1307.7\n"
+               "highest throughput measured: 1307.7 tokens/s at batch 64\n")
+    (problem,) = claims_against_outputs(_nb(printed), "99_x", near_tie_superlatives)
+    assert "prints 'highest throughput" in problem and "1307.7 against 1301" in problem
+
+
+_FITS = ("print(table)", " prompt  decode batch  context  fits?\n"
+         "   4096             1     1024  yes\n    128           256     8192   no\n"
+         "     32          1024      512  yes\n")
+
+
+@pytest.mark.parametrize("text", [
+    "A batch of 256 at 8,192 tokens (or 1,024 at 512) needs more KV cache than an H100 holds.",
+    "A batch of 1,024 at 512 tokens does not fit.",
+    "Even 256 at 8,192 fits.",
+])  # fmt: skip
+def test_the_scan_finds_a_fit_claim_its_table_contradicts(text):
+    (problem,) = claims_against_outputs(_nb(_FITS, text), "99_x", fit_contradictions)
+    assert "cell 1" in problem
+
+
+@pytest.mark.parametrize("text", [
+    "A batch of 256 at 8,192 tokens needs more KV cache than an H100 holds.",
+    "A batch of 1,024 at 512 fits; 256 at 8,192 does not fit.",
+    "512 at 1,024 does not fit (no row says so either way).",
+])  # fmt: skip
+def test_the_scan_passes_a_fit_claim_its_table_agrees_with(text):
+    assert claims_against_outputs(_nb(_FITS, text), "99_x", fit_contradictions) == []

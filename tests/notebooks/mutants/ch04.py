@@ -7,68 +7,161 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "04_timing"
 
 MUTANTS = {
-    "ch04_median_and_iqr": {
-        "mean instead of median": '''
-import statistics
-
-def median_and_iqr(samples):
-    xs = sorted(samples)
-    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
-    return float(statistics.mean(xs)), float(q[2] - q[0])
-''',
-        "IQR as max - min": '''
-import statistics
-
-def median_and_iqr(samples):
-    return float(statistics.median(samples)), float(max(samples) - min(samples))
-''',
-        "statistics.quantiles' default (exclusive, position (n + 1)q)": '''
-import statistics
-
-def median_and_iqr(samples):
-    if len(samples) == 1:
-        return float(samples[0]), 0.0
-    q25, q50, q75 = statistics.quantiles(samples, n=4)
-    return float(q50), float(q75 - q25)
-''',
-        "nearest rank instead of interpolation": '''
-import math
-
-def median_and_iqr(samples):
-    xs = sorted(samples)
-    def quantile(q):
-        return float(xs[max(0, math.ceil(len(xs) * q) - 1)])
-    return quantile(0.5), quantile(0.75) - quantile(0.25)
-''',
-        "numpy's 'lower' method": '''
+    "ch04_faster": {
+        "the middle halves (Q25 to Q75) must not overlap: no √r": '''
 import numpy as np
 
-def median_and_iqr(samples):
-    q25, q50, q75 = np.percentile(samples, [25, 50, 75], method="lower")
-    return float(q50), float(q75 - q25)
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    a25, a50, a75 = np.percentile(samples_a, [25, 50, 75])
+    b25, b50, b75 = np.percentile(samples_b, [25, 50, 75])
+    if a75 < b25:
+        return "a"
+    if b75 < a25:
+        return "b"
+    return "neither"
 ''',
-        "forgets to sort": '''
-def median_and_iqr(samples):
-    xs = list(samples)
-    def quantile(q):
+        "the gap against the sum of the two IQRs": '''
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    if abs(a - b) <= a_iqr + b_iqr:
+        return "neither"
+    return "a" if a < b else "b"
+''',
+        "notch of IQR / √r, without the 1.57": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a_half, b_half = a_iqr / math.sqrt(len(samples_a)), b_iqr / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "a"
+    if b + b_half < a - a_half:
+        return "b"
+    return "neither"
+''',
+        "a normal 95% interval, 1.96 in place of 1.57": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a_half = 1.96 * a_iqr / math.sqrt(len(samples_a))
+    b_half = 1.96 * b_iqr / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "a"
+    if b + b_half < a - a_half:
+        return "b"
+    return "neither"
+''',
+        "one median outside the other's notch is enough": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
+    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
+    if a < b and (b > a + a_half or a < b - b_half):
+        return "a"
+    if b < a and (a > b + b_half or b < a - a_half):
+        return "b"
+    return "neither"
+''',
+        "returns the slower one": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
+    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "b"
+    if b + b_half < a - a_half:
+        return "a"
+    return "neither"
+''',
+        "means in place of medians": '''
+import math
+import statistics
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (_, a_iqr), (_, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a, b = statistics.mean(samples_a), statistics.mean(samples_b)
+    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
+    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "a"
+    if b + b_half < a - a_half:
+        return "b"
+    return "neither"
+''',
+        "no guard for fewer than 4 samples": '''
+import math
+
+def faster(samples_a, samples_b):
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
+    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "a"
+    if b + b_half < a - a_half:
+        return "b"
+    return "neither"
+''',
+        "the spread as max - min": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    a, b = timing.median_and_iqr(samples_a)[0], timing.median_and_iqr(samples_b)[0]
+    a_half = 1.57 * (max(samples_a) - min(samples_a)) / math.sqrt(len(samples_a))
+    b_half = 1.57 * (max(samples_b) - min(samples_b)) / math.sqrt(len(samples_b))
+    if a + a_half < b - b_half:
+        return "a"
+    if b + b_half < a - a_half:
+        return "b"
+    return "neither"
+''',
+        "quartiles by hand, unsorted": '''
+import math
+
+def faster(samples_a, samples_b):
+    def quantile(xs, q):
         h = (len(xs) - 1) * q
         lo = int(h)
         hi = min(lo + 1, len(xs) - 1)
-        return float(xs[lo] + (h - lo) * (xs[hi] - xs[lo]))
-    return quantile(0.5), quantile(0.75) - quantile(0.25)
-''',
-        "returns numpy floats": '''
-import numpy as np
+        return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
 
-def median_and_iqr(samples):
-    q25, q50, q75 = np.percentile(samples, [25, 50, 75])
-    return q50, q75 - q25
+    def notch(xs):
+        median, iqr = quantile(xs, 0.5), quantile(xs, 0.75) - quantile(xs, 0.25)
+        half = 1.57 * iqr / math.sqrt(len(xs))
+        return median - half, median + half
+
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
 ''',
         "hard-codes the visible answers": '''
-def median_and_iqr(samples):
-    if len(samples) == 8:
-        return 3.5, 3.5
-    return 0.0021, 0.00019999999999999966
+def faster(samples_a, samples_b):
+    return "a" if len(samples_a) == 8 and samples_a[0] == 0.5 else "neither"
 ''',
     },
     "ch04_time_blocks": {

@@ -282,33 +282,120 @@ def read_knee(k, n, dtype, seconds, peak, bandwidth):
     return {"predicted": 504, "measured": 215, "cause": "prefill"}
 ''',
     },
-    "ch05_layer_time": {
-        "max instead of sum: the slowest matmul only": '''
-def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    return float(max(roofline.predicted_time(m, k, n, peak, bandwidth, dtype)
-                     for k, n in shapes.values()))
+    "ch05_layer_check": {
+        "one roofline for the layer's total FLOPs and bytes": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    flops = sum(2 * m * k * n for k, n in shapes.values())
+    nbytes = sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())
+    predicted = max(flops / peak, nbytes / bandwidth)
+    floors = {name: max(2 * m * k * n / peak, memory.linear_bytes(m, k, n, dtype) / bandwidth)
+              for name, (k, n) in shapes.items()}
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    k, n = shapes[worst]
+    compute_bound = 2 * m * k * n / peak >= memory.linear_bytes(m, k, n, dtype) / bandwidth
+    bound = "compute" if compute_bound else "memory"
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bound}
+''',
+        "worst: the lowest share of its roofline, not the most time lost": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    predicted = sum(floors.values())
+    worst = min(shapes, key=lambda name: floors[name] / seconds[name])
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bounds[worst]}
+''',
+        "worst: the slowest matmul": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    predicted = sum(floors.values())
+    worst = max(shapes, key=lambda name: seconds[name])
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bounds[worst]}
 ''',
         "each distinct shape counted once": '''
-def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    return float(sum(roofline.predicted_time(m, k, n, peak, bandwidth, dtype)
-                     for k, n in set(shapes.values())))
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    once = {}
+    for name, kn in shapes.items():
+        once.setdefault(kn, floors[name])
+    predicted = sum(once.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bounds[worst]}
 ''',
-        "one roofline for the whole layer": '''
-def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    total_flops = sum(2 * m * k * n for k, n in shapes.values())
-    total_bytes = sum(memory.dtype_bytes(dtype) * (m * k + k * n + m * n)
-                      for k, n in shapes.values())
-    return float(max(total_flops / peak, total_bytes / bandwidth))
+        "weights only in the bytes": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.dtype_bytes(dtype) * k * n / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    predicted = sum(floors.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bounds[worst]}
 ''',
-        "activation traffic ignored": '''
-def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    return float(sum(max(2 * m * k * n / peak, b * k * n / bandwidth)
-                     for k, n in shapes.values()))
+        "error as measured / predicted - 1": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    predicted = sum(floors.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    return {"predicted": float(predicted), "error": sum(seconds.values()) / predicted - 1,
+            "worst": worst, "roof": bounds[worst]}
+''',
+        "roof: the whole layer's bound, not the worst matmul's": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors = {}
+    for name, (k, n) in shapes.items():
+        floors[name] = max(2 * m * k * n / peak,
+                           memory.linear_bytes(m, k, n, dtype) / bandwidth)
+    predicted = sum(floors.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    flops = sum(2 * m * k * n for k, n in shapes.values())
+    nbytes = sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())
+    roof = "compute" if flops / peak >= nbytes / bandwidth else "memory"
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": roof}
+''',
+        "bf16's 2 bytes whatever the dtype": '''
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds = {}, {}
+    for name, (k, n) in shapes.items():
+        compute_s = 2 * m * k * n / peak
+        memory_s = memory.linear_bytes(m, k, n, "bf16") / bandwidth
+        floors[name] = max(compute_s, memory_s)
+        bounds[name] = "compute" if compute_s >= memory_s else "memory"
+    predicted = sum(floors.values())
+    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
+            "worst": worst, "roof": bounds[worst]}
 ''',
         "hard-codes the visible answers": '''
-def layer_time(shapes, m, peak, bandwidth, dtype="bf16"):
-    return 0.06216963413333333 if m == 1 else 7.9546373461333335
+def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    return {"predicted": 0.014879326105919004, "error": -0.4867286401170434,
+            "worst": "down", "roof": "memory"}
 ''',
     },
 }
