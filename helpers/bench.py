@@ -115,9 +115,11 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
                    if p.m >= sweep.PREFILL_MIN_TOKENS and p.achieved_flops < SHORT_SHARE * peak]
         decode = [f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in ours
                   if p.m == 1 and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth]
+        swept = any(p.m >= sweep.PREFILL_MIN_TOKENS for p in ours)
         lines.append(f"  {dtype} matmul ceiling set by {source}; under {SHORT_SHARE:.0%} of "
-                     f"it, prefill: {', '.join(prefill) or 'none'}; under {SHORT_SHARE:.0%} of "
-                     f"the bandwidth, decode: {', '.join(decode) or 'none'}")  # fmt: skip
+                     f"it, prefill: {', '.join(prefill) or ('none' if swept else 'not swept')}; "
+                     f"under {SHORT_SHARE:.0%} of the bandwidth, decode: "
+                     f"{', '.join(decode) or 'none'}")  # fmt: skip
     return lines
 
 

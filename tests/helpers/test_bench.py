@@ -133,6 +133,9 @@ def test_the_summary_names_what_set_each_ceiling_and_what_misses_one():
     assert line.endswith("decode: q,o 70%")
     (line,) = bench.shortfalls([gemm, fast], replace(FAKE, matmul_shape={"fp32": (8, 8, 8)}))
     assert "set by the GEMM 8x8x8, no layer's shape" in line and line.endswith("decode: none")
+    assert "prefill: none;" in line  # swept (m = 4096), none under 90%
+    (line,) = bench.shortfalls([fast], FAKE)
+    assert "prefill: not swept;" in line
     summary = bench.format_summary({}, FAKE, [gemm, fast]).splitlines()
     assert summary[-1] == bench.shortfalls([gemm, fast], FAKE)[0]  # the points' line, last
 
