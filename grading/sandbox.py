@@ -433,15 +433,20 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
     """What the zygote reads (the job), and the private file that only the tester and
     answer processes read their own parts of, by the offsets the job gives.
 
-    The job holds each question's setup and answer, and the library's modules that no
-    question stubs. The private file holds, per question, the tester's part (the visible
-    and whole test cell, the names asked for, the nonce) and the answer's part (the modules
-    some question stubs, with this question's references stubbed), and once the real
-    modules for every tester."""
+    The job holds each question's setup and answer, and the library's modules as every
+    answer process of the job gets them: the real ones where no question stubs a function,
+    and the stubbed ones where every question stubs the same functions (in chapter 2, 51 of
+    54 stubbed modules), which the zygote imports once for all. The private file holds, per
+    question, the tester's part (the visible and whole test cell, the names asked for, the
+    nonce) and the answer's part (the modules whose stubs differ between questions, with
+    this question's), and once the real modules for every tester."""
     library = stubs.library()
     wanted = [stubs.stubbed(stubs.plan(q.setup, q.references, q.names, q.tools).stubbed)
               for q in questions]  # fmt: skip
     varying = sorted({name for stubbed in wanted for name in stubbed})
+    shared = {name for name in varying
+              if all(name in stubbed for stubbed in wanted)
+              and len({stubbed[name].source for stubbed in wanted}) == 1}  # fmt: skip
     private = bytearray()
 
     def part(value) -> list[int]:
@@ -452,20 +457,23 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
     tester_library = part({name: library[name].as_sent() for name in varying})
     sent = []
     for q, nonce, stubbed in zip(questions, nonces, wanted, strict=True):
-        answer = {name: stubbed.get(name, library[name]).as_sent() for name in varying}
+        answer = {name: stubbed.get(name, library[name]).as_sent()
+                  for name in varying if name not in shared}  # fmt: skip
         sent.append({
             "setup": q.setup, "answer": q.answer, "limits": _question_limits(limits),
             "answer_part": part({"library": answer}),
             "tester_part": part({"visible": q.visible, "full": q.full,
                                  "names": list(q.names), "nonce": nonce}),
         })  # fmt: skip
+    answers_library = {n: m.as_sent() for n, m in library.items() if n not in varying}
+    answers_library |= {n: wanted[0][n].as_sent() for n in shared}
     job = {
         "zygote_nonce": zygote_nonce,
         "preimport": PREIMPORT + _imported(questions),
         "uids": uids,
         "first": first,
         "limits": {"output": limits.output, "processes": limits.processes},
-        "library": {n: m.as_sent() for n, m in library.items() if n not in varying},
+        "library": answers_library,
         "tester_library": tester_library,
         "questions": sent,
     }
