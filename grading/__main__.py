@@ -16,8 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-from grading.grader import COPIED
-from grading.release import RELEASE, ROOT, SOURCE
+# jsonschema (under nbformat) imports rfc3987_syntax when it is installed, and that compiles
+# 38 grammars as it loads: a second of every command's start, for IRI formats that no
+# notebook schema checks. This process goes without it (an import of it raises ImportError,
+# which jsonschema expects); the kernels and Jupyter keep theirs.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+from grading.grader import COPIED  # noqa: E402 - after the line above
+from grading.release import RELEASE, ROOT, SOURCE  # noqa: E402
 
 COURSE = ROOT / "grading" / "course"
 

@@ -8,7 +8,6 @@ points, and the student release (nbgrader's ``ClearSolutions``, ``ClearHiddenTes
 
 from __future__ import annotations
 
-import ast
 import copy
 import hashlib
 import re
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
+
+from grading.names import called, defined_names, used
 
 CONFIG = Path(__file__).with_name("nbgrader_config.py")
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n?(.*?)### END SOLUTION", re.S)
@@ -131,55 +132,6 @@ def load(name: str, source: Path) -> Assignment:
         release=release_notebook(nb),
         digest=hashlib.sha256(raw).hexdigest(),
     )
-
-
-def defined_names(source: str) -> tuple[str, ...]:
-    """Top-level names a solution cell defines (functions, classes, assignments)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:  # IPython syntax: fall back to the obvious definitions
-        return tuple(re.findall(r"^(?:async\s+)?(?:def|class)\s+(\w+)", source, re.M))
-    found = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.append(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            found += [t.id for t in targets if isinstance(t, ast.Name)]
-    return tuple(found)
-
-
-def called(source: str) -> set[str]:
-    """The names and dotted names a cell calls (``check_int``, ``roofline.gemm_knee``).
-    Those a test calls and its solution does not are the candidates for references: the
-    answer process replaces the ones that are helpers' functions by stubs."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {dotted for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and (dotted := dotted_name(node.func))}
-
-
-def used(source: str) -> set[str]:
-    """Every name and dotted name a cell loads, called or not (``key=memory.dtype_bytes``,
-    ``cfg.linear_shapes``): the library functions among them are a solution's tools."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {dotted for node in ast.walk(tree) if (dotted := dotted_name(node))}
-
-
-def dotted_name(node: ast.AST) -> str:
-    """``a.b.c`` for a chain of attributes on a loaded name, else ""."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        return ".".join([node.id, *reversed(parts)])
-    return ""
 
 
 def _ids(nb: nbformat.NotebookNode) -> set[str]:

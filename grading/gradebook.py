@@ -10,19 +10,24 @@ never runs with it in view. Rerunning keeps every manual score.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
 import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 import nbformat
+import nbgrader.api
+from alembic.config import Config as AlembicConfig
+from alembic.script import ScriptDirectory
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.dbutil import _temp_alembic_ini
 from sqlalchemy.exc import SAWarning
+from traitlets.config import Config
 
 from grading.course import Assignment
-from grading.release import tool_environment
 from grading.results import StudentResult, write_atomically
 from grading.submissions import SubmittedNotebooks, graded_notebook
 
@@ -33,18 +38,41 @@ def db_url(course: Path) -> str:
 
 def register(assignment: Assignment, course: Path, source: Path) -> None:
     """Record the assignment's cells and points in the gradebook, with nbgrader's own
-    ``generate_assignment`` (its release goes to a throwaway folder, not notebooks/)."""
+    ``generate_assignment`` (its release goes to a throwaway folder, not notebooks/), run in
+    this process through nbgrader's Python API: a ``nbgrader`` command would start Python
+    and import Jupyter again (about 5 s of a core)."""
     course.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="register-") as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "nbgrader", "generate_assignment", assignment.name,
-             "--force", "--log-level=ERROR",
-             f"--CourseDirectory.root={course.resolve()}",
-             f"--CourseDirectory.source_directory={source.resolve()}",
-             f"--CourseDirectory.release_directory={tmp}",
-             f"--CourseDirectory.db_url={db_url(course)}"],
-            check=True, cwd=tmp, env=tool_environment(), capture_output=True,
-        )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="register-") as tmp, _alembic_head_here():
+        folders = CourseDirectory(root=str(course.resolve()),
+                                  source_directory=str(source.resolve()),
+                                  release_directory=tmp, db_url=db_url(course))  # fmt: skip
+        done = NbGraderAPI(coursedir=folders, config=Config()).generate_assignment(
+            assignment.name, force=True)  # fmt: skip
+    if not done["success"]:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{done.get('error', '')}")
+
+
+_ALEMBIC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _alembic_head_here():
+    """While it lasts, a new gradebook learns the head of nbgrader's migrations from
+    alembic's API in this process. nbgrader asks the ``alembic heads`` command (a Python of
+    its own: 2.5 s of a core, and not found when the venv is not activated); the answer is
+    the same revision."""
+    with _ALEMBIC_LOCK:
+        asked = nbgrader.api.get_alembic_version
+
+        def head() -> str:
+            with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+                return ScriptDirectory.from_config(AlembicConfig(ini)).get_current_head()
+
+        nbgrader.api.get_alembic_version = head
+        try:
+            yield
+        finally:
+            nbgrader.api.get_alembic_version = asked
 
 
 class Registration:

@@ -231,6 +231,7 @@ def grade_batch(
     (:func:`submission_key`), so a nested one could be graded stale."""
     limits = limits or sandbox.Limits()
     _check_copied(copied)
+    workers = jobs or os.cpu_count() or 1
     copier = CopyChecker()
     try:
         submitted, results_dir = course / "submitted", course / "grades" / assignment.name
@@ -246,8 +247,10 @@ def grade_batch(
                 results[student] = previous
             else:
                 todo.append((student, key))
+        # the templates start now, while the rest of the batch is set up
+        sandbox.prestart(min(workers, len(todo)), limits, isolation=isolation)
         with (
-            ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
+            ThreadPoolExecutor(max_workers=workers) as pool,
             tqdm(total=len(everyone), initial=len(results), desc=f"grading {assignment.name}",
                  unit="student", disable=not progress) as bar,
         ):  # fmt: skip
@@ -282,5 +285,6 @@ def grade_batch(
         matches = copier.matches(answers, assignment.released_answers)
     finally:  # also on Ctrl-C: no process left behind
         copier.close()
+        sandbox.stop_idle()
     flag_copies([results[s] for s in students], matches, assignment, copied)
     return [results[s] for s in everyone]

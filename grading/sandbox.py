@@ -215,9 +215,10 @@ def run(
     """Run every question of one submission, isolated as ``isolation`` says; one Outcome per
     question, in order.
 
-    Each call gets a fresh zygote, forked from this thread's warm template (started once,
-    see :class:`_Template`). When the zygote dies or stops mid-question (the answer killed or
-    stopped its parent), that question is lost and a fresh zygote runs the rest."""
+    Each call gets a fresh zygote, forked from a warm template not in use (started once
+    and reused, see :class:`_Template`). When the zygote dies or stops mid-question (the
+    answer killed or stopped its parent), that question is lost and a fresh zygote runs the
+    rest."""
     if not isinstance(isolation, Isolation):
         raise TypeError(f"isolation must be one of {', '.join(map(str, Isolation))}, "
                         f"not {isolation!r}")  # fmt: skip
@@ -287,7 +288,7 @@ def _run_zygote(
 class _Template:
     """A sandbox whose runner (the template) has imported the heavy modules once and forks
     a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
-    start-up (bubblewrap, Python, torch) is paid once per grading thread, not per
+    start-up (bubblewrap, Python, torch) is paid once per template, not per
     submission. The template never reads a submission; after each one it kills what is
     left, removes what was written and, if anything else changed (its limits, a file it
     keeps, a System V IPC object), ends: the grader then starts a fresh one."""
@@ -360,7 +361,7 @@ class _Template:
         self.folder.cleanup()
         _everyone.discard(self)
 
-    def __del__(self) -> None:  # its grading thread has ended
+    def __del__(self) -> None:  # no longer held by anyone
         try:
             self.kill()
         except BaseException:  # noqa: B036, S110 - never raise from a finaliser
@@ -368,7 +369,12 @@ class _Template:
 
 
 _everyone: weakref.WeakSet[_Template] = weakref.WeakSet()
-_templates = threading.local()  # per grading thread: bubblewrap dies with the thread that made it
+# Warm templates not in use, by (sandboxed, disk, users): a submission takes one and gives
+# it back when it is left pristine. Bubblewrap dies with the thread that started it, so a
+# template made by a grading thread lasts as long as that thread, and one made by
+# :func:`prestart` as long as the thread that called it (the batch's).
+_idle: dict[tuple[bool, int, bool], list[_Template]] = {}
+_idle_lock = threading.Lock()
 
 
 @atexit.register
@@ -377,38 +383,70 @@ def _stop_everyone() -> None:
         template.kill()
 
 
+def _key(sandboxed: bool, limits: Limits, users: bool) -> tuple[bool, int, bool]:
+    return sandboxed, limits.disk, users
+
+
+def prestart(count: int, limits: Limits = Limits(), *, isolation: Isolation) -> None:
+    """Start ``count`` warm templates now, from this thread, so that their start-up
+    (Python, torch: seconds of a core each) runs while the batch is being set up instead
+    of after each grading thread's first submission is ready. Call :func:`stop_idle` when
+    the batch is done."""
+    if isolation is Isolation.BWRAP and not shutil.which("bwrap"):
+        return  # run() says why
+    sandboxed = isolation is Isolation.BWRAP
+    users = isolation is not Isolation.NONE and os.geteuid() == 0
+    key = _key(sandboxed, limits, users)
+    with _idle_lock:
+        missing = count - len(_idle.get(key, []))
+    started = [_Template(sandboxed, limits, users) for _ in range(missing)]
+    with _idle_lock:
+        _idle.setdefault(key, []).extend(started)
+
+
+def stop_idle() -> None:
+    """End every template not in use (a batch's, once it is done)."""
+    with _idle_lock:
+        idle = [template for templates in _idle.values() for template in templates]
+        _idle.clear()
+    for template in idle:
+        template.kill()
+
+
 def _checkout(sandboxed: bool, limits: Limits, users: bool) -> _Template:
-    key = (sandboxed, limits.disk, users)
-    pool = _templates.__dict__.setdefault("pool", {})
-    template = pool.get(key)
-    if template is None or not template.alive():
-        if template is not None:
+    with _idle_lock:
+        templates = _idle.get(_key(sandboxed, limits, users), [])
+        while templates:
+            template = templates.pop()
+            if template.alive():
+                return template
             template.kill()
-        template = pool[key] = _Template(sandboxed, limits, users)
-    return template
+    return _Template(sandboxed, limits, users)
 
 
-def _discard(template: _Template) -> None:
-    pool = _templates.__dict__.get("pool", {})
-    for key, value in list(pool.items()):
-        if value is template:
-            del pool[key]
-    template.kill()
+def _checkin(template: _Template, sandboxed: bool, limits: Limits, users: bool) -> None:
+    with _idle_lock:
+        _idle.setdefault(_key(sandboxed, limits, users), []).append(template)
 
 
 def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, bytes]:
     """What the zygote reads (the job), and the private file that only the tester and
     answer processes read their own parts of, by the offsets the job gives.
 
-    The job holds each question's setup and answer, and the library's modules that no
-    question stubs. The private file holds, per question, the tester's part (the visible
-    and whole test cell, the names asked for, the nonce) and the answer's part (the modules
-    some question stubs, with this question's references stubbed), and once the real
-    modules for every tester."""
+    The job holds each question's setup and answer, and the library's modules as every
+    answer process of the job gets them: the real ones where no question stubs a function,
+    and the stubbed ones where every question stubs the same functions (in chapter 2, 51 of
+    54 stubbed modules), which the zygote imports once for all. The private file holds, per
+    question, the tester's part (the visible and whole test cell, the names asked for, the
+    nonce) and the answer's part (the modules whose stubs differ between questions, with
+    this question's), and once the real modules for every tester."""
     library = stubs.library()
     wanted = [stubs.stubbed(stubs.plan(q.setup, q.references, q.names, q.tools).stubbed)
               for q in questions]  # fmt: skip
     varying = sorted({name for stubbed in wanted for name in stubbed})
+    shared = {name for name in varying
+              if all(name in stubbed for stubbed in wanted)
+              and len({stubbed[name].source for stubbed in wanted}) == 1}  # fmt: skip
     private = bytearray()
 
     def part(value) -> list[int]:
@@ -419,20 +457,23 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
     tester_library = part({name: library[name].as_sent() for name in varying})
     sent = []
     for q, nonce, stubbed in zip(questions, nonces, wanted, strict=True):
-        answer = {name: stubbed.get(name, library[name]).as_sent() for name in varying}
+        answer = {name: stubbed.get(name, library[name]).as_sent()
+                  for name in varying if name not in shared}  # fmt: skip
         sent.append({
             "setup": q.setup, "answer": q.answer, "limits": _question_limits(limits),
             "answer_part": part({"library": answer}),
             "tester_part": part({"visible": q.visible, "full": q.full,
                                  "names": list(q.names), "nonce": nonce}),
         })  # fmt: skip
+    answers_library = {n: m.as_sent() for n, m in library.items() if n not in varying}
+    answers_library |= {n: wanted[0][n].as_sent() for n in shared}
     job = {
         "zygote_nonce": zygote_nonce,
         "preimport": PREIMPORT + _imported(questions),
         "uids": uids,
         "first": first,
         "limits": {"output": limits.output, "processes": limits.processes},
-        "library": {n: m.as_sent() for n, m in library.items() if n not in varying},
+        "library": answers_library,
         "tester_library": tester_library,
         "questions": sent,
     }
@@ -440,9 +481,12 @@ def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, by
 
 
 def _run_as(questions, nonces, zygote_nonce, first, limits, sandboxed, uids):
+    users = uids is not None
+    template = _checkout(sandboxed, limits, users)  # before the job: a new one starts at once
     job, private = _job(questions, nonces, zygote_nonce, first, limits, uids)
     for attempt in range(2):  # a template that died idle (never seen so far) gets one retry
-        template = _checkout(sandboxed, limits, uids is not None)
+        if attempt:
+            template = _checkout(sandboxed, limits, users)
         with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
             report_path = Path(tmp, "report.jsonl")
             report_fd = os.open(report_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -453,8 +497,10 @@ def _run_as(questions, nonces, zygote_nonce, first, limits, sandboxed, uids):
             stalled, reply = _watch(template, report_path, zygote_nonce, limits) if sent else (
                 False, None)  # fmt: skip
             records = _read_report(report_path, limit=limits.output)
-        if not (reply and reply.get("pristine")):
-            _discard(template)
+        if reply and reply.get("pristine"):
+            _checkin(template, sandboxed, limits, users)
+        else:
+            template.kill()
         if records or stalled or reply is not None or attempt:
             return records, stalled
     return [], False

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
-from grading.course import dotted_name, used
+from grading.names import dotted_name, used
 
 PACKAGE = "helpers"
 # Checkers and the notebook's setup build the tests' inputs and report: never references.

@@ -311,8 +311,8 @@ def probe(name: str, expected: bool) -> sandbox.Question:
 
 
 def template() -> object:
-    """This thread's warm template (the sandbox keeps one per grading thread)."""
-    (sandboxed,) = [t for key, t in sandbox._templates.pool.items() if key[0]]
+    """The warm template not in use (the sandbox keeps and reuses it)."""
+    (sandboxed,) = [t for key, idle in sandbox._idle.items() if key[0] for t in idle]
     return sandboxed
 
 
