@@ -7,8 +7,9 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "03_roofline"
 
 _BOUNDS_TEMPLATE = '''
-def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", weight_dtype=None):
     b = {bytes_per_element}
+    w = {weight_bytes}
     ridge = {ridge}
     bounds = {{}}
     for name, (k, n) in cfg.linear_shapes().items():
@@ -20,10 +21,11 @@ def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
 
 _BOUNDS_RIGHT = {
     "bytes_per_element": "memory.dtype_bytes(dtype)",
+    "weight_bytes": "memory.dtype_bytes(weight_dtype or dtype)",
     "ridge": "hw.peak(dtype) / hw.bandwidth",
     "head_rows": "batch",
     "rows": "batch * new_tokens",
-    "intensity": "2 * m * k * n / (b * (m * k + k * n + m * n))",
+    "intensity": "2 * m * k * n / (b * (m * k + m * n) + w * k * n)",
     "compare": ">=",
 }
 
@@ -36,14 +38,20 @@ GEMM_BOUNDS = {
     "LM head over every token, as in training": _bounds_mutant(head_rows="batch * new_tokens"),
     "one LM-head row whatever the batch": _bounds_mutant(head_rows="1"),
     "activations ignored: weights-only bytes": _bounds_mutant(
-        intensity="2 * m * k * n / (b * k * n)"),
+        intensity="2 * m * k * n / (w * k * n)"),
     "2 bytes per element whatever the dtype": _bounds_mutant(bytes_per_element="2"),
     "bf16 ridge whatever the dtype": _bounds_mutant(ridge='hw.peak("bf16") / hw.bandwidth'),
     "the tie goes to memory (strict >)": _bounds_mutant(compare=">"),
     "batch ignored: one sequence's tokens": _bounds_mutant(rows="new_tokens", head_rows="1"),
     "new_tokens ignored: one row per sequence": _bounds_mutant(rows="batch"),
+    "weight_dtype ignored: weights at dtype's size": _bounds_mutant(
+        weight_bytes="memory.dtype_bytes(dtype)"),
+    "activations at the weights' size too": _bounds_mutant(
+        bytes_per_element="memory.dtype_bytes(weight_dtype or dtype)"),
+    "the ridge of the weights' dtype": _bounds_mutant(
+        ridge="hw.peak(weight_dtype or dtype) / hw.bandwidth"),
     "hard-codes the visible answers": '''
-def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16"):
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", weight_dtype=None):
     if new_tokens > 1:
         return {name: "memory" if name == "lm_head" else "compute" for name in cfg.linear_shapes()}
     return {name: "memory" if name in ("k", "v") else "compute" for name in cfg.linear_shapes()}
@@ -105,6 +113,8 @@ def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
         return {low_ridge_b}
     if bandwidths < speedup < peaks:
         return {low_ridge_a}
+    if speedup > max(peaks, bandwidths):
+        return {faster}
     return {outside}
 """
 _ROOFS_RIGHT = {
@@ -113,6 +123,7 @@ _ROOFS_RIGHT = {
     "peak_dtype": "dtype",
     "low_ridge_b": '("memory", "compute")',
     "low_ridge_a": '("compute", "memory")',
+    "faster": "None",
     "outside": "None",
 }
 
@@ -128,6 +139,8 @@ ROOFS = {
     "times compared exactly, no noise allowed": _roofs_mutant(same="x == y"),
     "bf16 peaks whatever the dtype": _roofs_mutant(peak_dtype='"bf16"'),
     "no roofline fits: answered anyway": _roofs_mutant(outside='("memory", "memory")'),
+    "faster than both roofs: read as the faster roof": _roofs_mutant(
+        faster='("memory", "memory") if bandwidths > peaks else ("compute", "compute")'),
     "only the bandwidths asked": """
 def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
     ratio = (seconds_a / seconds_b) / (chip_b.bandwidth / chip_a.bandwidth)
@@ -147,7 +160,7 @@ def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
 _FREE_TEMPLATE = """
 def free_batch(cfg, hw, context, slack, dtype="bf16"):
     def step_seconds(batch):
-        parts = roofline.decode_split(cfg, hw, batch, context, dtype)
+        parts = roofline.decode_split(cfg, hw, batch, context, {dtype})
         return {step}
 
     limit = {limit}
@@ -165,6 +178,7 @@ def free_batch(cfg, hw, context, slack, dtype="bf16"):
 """
 _FREE_RIGHT = {
     "step": 'parts["weights"].seconds + parts["attention"].seconds',
+    "dtype": "dtype",
     "limit": "(1 + slack) * step_seconds(1)",
     "fits": "step_seconds(batch) <= limit",
     "fits_middle": "step_seconds(middle) <= limit",
@@ -178,6 +192,9 @@ def _free_mutant(**wrong):
 
 FREE = {
     "weight matmuls only, attention ignored": _free_mutant(step='parts["weights"].seconds'),
+    "dtype ignored: always bf16": _free_mutant(dtype='"bf16"'),
+    "memory time only, as if never compute-bound": _free_mutant(
+        step="sum(part.memory_seconds for part in parts.values())"),
     "the roofline's two terms added": _free_mutant(
         step="sum(p.compute_seconds + p.memory_seconds for p in parts.values())"),
     "off by one: the first batch past the slack": _free_mutant(result="high"),
