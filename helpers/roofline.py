@@ -99,10 +99,11 @@ def interview_decode_intensity(
 def batched_decode_intensity(
     cfg: ModelConfig, batch: int, context: int, dtype: str = "bf16"
 ) -> float:
-    """Aggregate decode intensity for ``batch`` sequences: 2NB / (Nb + B·κS).
+    """Aggregate decode intensity for ``batch`` sequences of ``context`` = c cached tokens:
+    2NB / (Nb + B·κc).
 
     Weights are shared by the batch, the KV cache is not, so as B grows this saturates at
-    2N / (κS), which for long contexts lies *below* most ridge points (chapter 3).
+    2N / (κc), which for long contexts lies *below* most ridge points (chapter 3).
     """
     positive_int(batch, "batch")
     positive_int(context, "context")
@@ -239,8 +240,8 @@ def first_batch(holds, max_batch: int) -> int | None:
 def critical_batch_aggregate(
     cfg: ModelConfig, hw: HardwareSpec, context: int, dtype: str = "bf16"
 ) -> int | None:
-    """Smallest B whose aggregate decode intensity 2NB/(Nb + BκS) reaches the ridge, or None
-    when the saturation value 2N/(κS) stays below it: by this model decode never turns
+    """Smallest B whose aggregate decode intensity 2NB/(Nb + Bκc) reaches the ridge, or None
+    when the saturation value 2N/(κc) stays below it: by this model decode never turns
     compute-bound (chapter 3)."""
     non_negative_int(context, "context")
     cfg.require_dense("critical_batch_aggregate (N parameters, all used by every token)")
