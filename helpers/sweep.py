@@ -56,6 +56,7 @@ from helpers.models import ModelConfig
 from helpers.roofline import bound_time
 
 __all__ = [
+    "input_bytes",
     "LAYERS",
     "MAX_TOKENS",
     "PREFILL_MIN_TOKENS",
@@ -169,7 +170,7 @@ def _memory_needed(
     (``kernels.prepare_all``: on a CPU plain, oneDNN and packed), plus the largest point's
     inputs and output, with room for one more of each. The flush buffer is shared by every
     point and not counted here."""
-    plan = timing.plan_cache_defeat(linear_bytes(1, shape.k, shape.n, dtype), cache_bytes)
+    plan = timing.plan_cache_defeat(input_bytes(1, shape.k, shape.n, dtype), cache_bytes)
     copies = plan.copies
     forms = len({kernel.prepare for kernel in kernels.linear_kernels(device, dtype)})
     b = dtype_bytes(dtype)
@@ -257,6 +258,13 @@ def _candidates(
             for kernel, forms in prepared if kernel in offered]  # fmt: skip
 
 
+def input_bytes(m: int, k: int, n: int, dtype: str) -> int:
+    """Bytes of one input set of ``F.linear`` (x [m×k] and a weight [n×k]): what rotating
+    among copies must push past the cache. The output is only written, to a fresh tensor each
+    call, so it is not rotated and not counted (chapter 5's Exercise 1 uses the same rule)."""
+    return int(dtype_bytes(dtype) * (m * k + n * k))
+
+
 def measure_point(
     shape: LinearShape,
     m: int,
@@ -275,8 +283,7 @@ def measure_point(
     when the caller already has it; the kernels raced are those ``kernels.linear_kernels``
     offers for ``m``."""
     device = ceilings.device
-    nbytes = linear_bytes(m, shape.k, shape.n, dtype)
-    plan = timing.plan_cache_defeat(nbytes, ceilings.cache_bytes,
+    plan = timing.plan_cache_defeat(input_bytes(m, shape.k, shape.n, dtype), ceilings.cache_bytes,
                                     max_copies=min(len(weights), timing.MAX_COPIES))  # fmt: skip
     flush = timing.flush_buffer(device, plan.flush_bytes) if plan.method == "flush" else None
     if prepared is None:
@@ -407,7 +414,7 @@ def measure_sweep(
                     tokens = [m for m, s in by_shape[full.label].items() if s == scale]
                     shape = scaled(full, scale)
                     copies = timing.plan_cache_defeat(
-                        linear_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
+                        input_bytes(min(tokens), shape.k, shape.n, dtype), ceilings.cache_bytes
                     ).copies
                     weights = _weight_copies(shape, dtype, ceilings.device, copies)
                     prepared = kernels.prepare_all(weights, ceilings.device, dtype)
@@ -480,26 +487,30 @@ def fastest_group(
 
 def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS) -> str:
     """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
-    ceiling, for any outcome: the matmul's rate over the stream's in the fastest group
-    (``fastest_group``) says whether it streams as well as ``x.sum()`` at the same moment
-    (within 5%: what it lacks is the moment's, or ``x.sum()``'s own), better (``x.sum()``
-    is not this machine's best stream) or worse (that share is the kernel's); and, where
-    worse, whether the matmul levelled off while the stream climbed from the slowest group
-    to the fastest (it rose by less than half as much: a limit of the kernel's own)."""
-    stream, matmul = fastest_group(rates, groups)
-    ratio = matmul / stream
-    if ratio > 1.05:
-        return (f"the matmul streamed {ratio:.2f}x as fast as x.sum() at the same moment: "
+    ceiling, for any outcome. Each pair's matmul rate over its stream's (the same moment)
+    is a sample; their median and its notch (median ± 1.57·IQR/√r, chapter 4) say whether
+    the matmul streams as well as ``x.sum()`` (the notch reaches 95%–105%: what it lacks is
+    the moment's, or ``x.sum()``'s own), better (``x.sum()`` is not this machine's best
+    stream) or worse (that share is the kernel's); and, where worse, whether the matmul
+    levelled off while the stream climbed from the slowest group to the fastest
+    (``fastest_group``; it rose by less than half as much: a limit of the kernel's own)."""
+    ratios = [matmul / stream for stream, matmul in rates]
+    median, iqr = timing.median_and_iqr(ratios)
+    notch = 1.57 * iqr / math.sqrt(len(ratios))
+    share = f"median {median:.0%} ± {notch:.0%} over {len(ratios)} pairs"
+    if median - notch > 1.05:
+        return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
                 "x.sum() is not this machine's best stream, and its rate is no bandwidth "
                 "ceiling")  # fmt: skip
-    if ratio >= 0.95:
-        return (f"the matmul streamed as fast as x.sum() at the same moment ({ratio:.0%}): "
-                "what it lacks to the ceiling is the moment's traffic (or x.sum()'s own "
-                "shortfall), not the kernel's")  # fmt: skip
+    if median + notch >= 0.95:
+        return (f"the matmul streamed as fast as x.sum() at the same moment, within the "
+                f"spread ({share}): what it lacks to the ceiling is the moment's traffic (or "
+                "x.sum()'s own shortfall), not the kernel's")  # fmt: skip
+    stream, matmul = fastest_group(rates, groups)
     slow_stream, slow_matmul = fastest_group(sorted(rates)[: max(1, len(rates) // groups)], 1)
     stream_rise, matmul_rise = stream / slow_stream - 1, matmul / slow_matmul - 1
     levels = matmul_rise < stream_rise / 2 and stream_rise > 0.05
-    return (f"the matmul reached {ratio:.0%} of x.sum()'s rate at the same moment: that "
+    return (f"the matmul reached {share} of x.sum()'s rate at the same moment: that "
             "shortfall is the kernel's" + (
                 f", and it {'levelled off' if matmul_rise >= 0 else 'fell'} "
                 f"({matmul_rise:+.0%}) while the stream climbed ({stream_rise:+.0%}): a limit "

@@ -15,7 +15,6 @@ set falls on it.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -113,9 +112,9 @@ def cache_view(
 ) -> CacheView:
     """The point with ``copies`` (default: the first), next to the rule's recommendation.
 
-    The streaming bandwidth is the median apparent bandwidth of the points whose working set
-    is at least ``factor`` × the LLC (the largest point if none is), i.e. what the rule
-    would call a memory measurement.
+    The streaming bandwidth is the apparent bandwidth of the largest working set measured,
+    the point furthest past the cache: a rate read off the curve, not off the rule's
+    ``factor``, so that ``streaming_from`` measures where the cache stopped helping.
     """
     if not points:
         raise ValueError("need at least one point")
@@ -125,10 +124,7 @@ def cache_view(
     if copies not in by_copies:
         raise ValueError(f"no point with {copies} copies; measured: {sorted(by_copies)}")
     selected = by_copies[copies]
-    past = [p for p in points if p.working_set_bytes >= factor * llc_bytes]
-    if not past:
-        past = [max(points, key=lambda p: p.working_set_bytes)]
-    streaming = statistics.median(p.apparent_bandwidth for p in past)
+    streaming = max(points, key=lambda p: p.working_set_bytes).apparent_bandwidth
     recommended = timing.copies_to_exceed_cache(selected.buffer_bytes, llc_bytes, factor)
     if selected.working_set_bytes <= llc_bytes:
         verdict = "fits in the LLC: this times the cache, not memory"
@@ -141,14 +137,15 @@ def cache_view(
 
 
 def streaming_from(view: CacheView, tolerance: float = 0.1) -> CachePoint:
-    """The smallest measured working set from which every larger one read within
-    ``tolerance`` of the streaming bandwidth: where this machine's cache stopped helping,
+    """The smallest measured working set from which no larger one read more than
+    ``tolerance`` above the streaming bandwidth: where this machine's cache stopped helping,
     as measured, whatever size the cache reports (a process can see less of a shared L3
-    than its size, or more cache than the last level's)."""
+    than its size, or more cache than the last level's). A point slower than the stream is
+    not served by a cache and does not move the edge."""
     points = sorted(view.points, key=lambda p: p.working_set_bytes)
     edge = points[-1]
     for point in reversed(points):
-        if abs(point.apparent_bandwidth / view.streaming_bandwidth - 1) > tolerance:
+        if point.apparent_bandwidth > (1 + tolerance) * view.streaming_bandwidth:
             break
         edge = point
     return edge
@@ -194,7 +191,7 @@ def draw(ax, view: CacheView) -> None:
     ax.axvline(view.factor * view.llc_bytes / MiB, color="gray", ls="--",
                label=f"{view.factor:g} × LLC (the rule)")  # fmt: skip
     ax.axhline(view.streaming_bandwidth / 1e9, color="tab:red", lw=1,
-               label="streaming bandwidth (past the rule)")  # fmt: skip
+               label="streaming bandwidth (largest working set)")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set(xlabel="working set (MiB)", ylabel="apparent bandwidth (GB/s)",
            title="Re-read data that fits in a cache looks like fast memory")  # fmt: skip

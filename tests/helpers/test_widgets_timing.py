@@ -33,7 +33,7 @@ def test_default_view_one_buffer_overstates_bandwidth():
     view = widget.cache_view(points(), LLC)
     assert view.selected.copies == 1
     assert view.verdict.startswith("fits in the LLC")
-    # Streaming = median over working sets ≥ 2 × 32 MiB: the 64 and 128 MiB points.
+    # Streaming = the largest working set's rate (128 MiB), not a rule's choice of points.
     assert view.streaming_bandwidth == pytest.approx(20e9)
     assert view.overstatement == pytest.approx(4.5)
     assert view.recommended_copies == timing.copies_to_exceed_cache(MiB, LLC) == 64
@@ -57,13 +57,13 @@ def test_between_llc_and_factor_is_partly_cached():
     assert view.verdict.startswith("past the LLC but under 2")
 
 
-def test_factor_slider_moves_the_rule_and_the_streaming_reference():
+def test_factor_slider_moves_the_rule_not_the_streaming_reference():
     view = widget.cache_view(points(), LLC, 1, factor=4.0)
     assert view.recommended_copies == 128
-    assert view.streaming_bandwidth == pytest.approx(20e9)  # only the 128 MiB point
+    assert view.streaming_bandwidth == pytest.approx(20e9)  # the 128 MiB point
     view = widget.cache_view(points(), LLC, 1, factor=1.0)
     assert view.recommended_copies == 32
-    assert view.streaming_bandwidth == pytest.approx(20e9)  # 32, 64, 128: median 20
+    assert view.streaming_bandwidth == pytest.approx(20e9)  # still the 128 MiB point
 
 
 def test_no_point_past_the_rule_uses_the_largest():
@@ -83,6 +83,20 @@ def test_streaming_from_is_where_the_curve_settles_whatever_the_reported_cache()
     near = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
                                         [90, 90, 90, 90, 80, 21.5, 20, 20]], MiB)
     assert widget.streaming_from(widget.cache_view(near, LLC)).working_set_bytes == 32 * MiB
+
+
+def test_streaming_rate_and_edge_do_not_follow_the_rule():
+    # The 64 MiB point (2 × the cache) read 30% *slower* than the largest set: no cache served
+    # it, so the edge stays where the fast points end (32 MiB) and the rate is 128 MiB's.
+    slow = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+                                        [90, 90, 90, 90, 80, 21.5, 14, 20]], MiB)
+    view = widget.cache_view(slow, LLC)
+    assert view.streaming_bandwidth == pytest.approx(20e9)
+    assert widget.streaming_from(view).working_set_bytes == 32 * MiB
+    # A 64 MiB point 30% faster than the largest: the cache still helped at 2 × its size.
+    fast = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+                                        [90, 90, 90, 90, 80, 40, 26, 20]], MiB)
+    assert widget.streaming_from(widget.cache_view(fast, LLC)).working_set_bytes == 128 * MiB
 
 
 def test_at_working_set_brackets_a_size_on_the_curve():
