@@ -8,7 +8,7 @@ per-group scales, which these counts leave out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from helpers._validate import non_negative_int, one_of, positive_int
 from helpers.flops import param_count
@@ -20,15 +20,18 @@ __all__ = [
     "DTYPE_BITS",
     "dtype_bytes",
     "weight_bytes",
+    "int4_checkpoint_bytes",
     "kv_bytes_per_token",
     "kv_width",
     "experts_read",
     "expected_experts",
     "kv_cache_bytes",
+    "config_kv_cache_bytes",
     "cached_tokens",
     "linear_bytes",
     "forward_bytes",
     "max_concurrent_sequences",
+    "longest_context",
 ]
 
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
@@ -51,6 +54,27 @@ def _bytes(elements: int, dtype: str) -> int:
 def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
     """Bytes of all parameters stored in ``dtype`` (chapter 2)."""
     return _bytes(param_count(cfg), dtype)
+
+
+def int4_checkpoint_bytes(cfg: ModelConfig, group_size: int = 128) -> int:
+    """Bytes of a weight-only int4 checkpoint as AWQ files store it (chapter 2; GPTQ's add
+    a ``g_idx`` of one int32 per input of each matrix, not counted here).
+
+    Each weight matrix of the decoder layers (q, k, v, o, gate, up, down: ``in × out``)
+    holds its values in int4, two a byte, and, for each output column and each group of
+    ``group_size`` consecutive inputs (the last group of a column may be shorter), one fp16
+    scale and one 4-bit zero point, two a byte; each matrix rounds its packed halves up to
+    whole bytes. Everything else (embedding table, LM head, norms, biases) stays bf16.
+    """
+    positive_int(group_size, "group_size")
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]  # kept in bf16, as the embedding table is
+    packed = quantized = 0
+    for k, n in shapes.values():
+        groups = n * -(-k // group_size)
+        packed += _bytes(k * n, "int4") + groups * 2 + _bytes(groups, "int4")
+        quantized += k * n
+    return cfg.layers * packed + _bytes(param_count(cfg) - cfg.layers * quantized, "bf16")
 
 
 def kv_width(cfg: ModelConfig) -> int:
@@ -83,6 +107,37 @@ def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "
     """
     positive_int(batch, "batch")
     return batch * cached_tokens(cfg, tokens) * kv_bytes_per_token(cfg, dtype)
+
+
+def config_kv_cache_bytes(
+    config: Mapping, tokens: int, batch: int = 1, dtype: str = "bf16"
+) -> int:
+    """KV cache of ``batch`` sequences of ``tokens`` each, read from a Hugging Face
+    ``config.json`` dict as transformers reads it (chapter 2): every layer keeps a key and a
+    value of ``head_dim`` for each of ``num_key_value_heads`` (missing: multi-head,
+    ``num_attention_heads``); ``head_dim`` missing or null is ``hidden_size //
+    num_attention_heads``. A layer ``layer_types`` marks ``"sliding_attention"`` keeps the
+    last ``sliding_window`` tokens; without ``layer_types``, every layer does when
+    ``sliding_window`` is set, unless ``use_sliding_window`` is false (Qwen2.5's files name
+    a window they do not use). Elements at ``dtype``'s size, the total rounded up.
+    """
+    non_negative_int(tokens, "tokens")
+    positive_int(batch, "batch")
+    layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = None if config.get("use_sliding_window") is False else config.get("sliding_window")
+    kinds = config.get("layer_types") or [
+        "full_attention" if window is None else "sliding_attention"] * layers
+    if len(kinds) != layers:
+        raise ValueError(f"layer_types names {len(kinds)} layers, the model has {layers}")
+    kept = 0
+    for kind in kinds:
+        one_of(kind, ("full_attention", "sliding_attention"), "a layer type")
+        if kind == "sliding_attention" and window is None:
+            raise ValueError("a sliding_attention layer needs sliding_window")
+        kept += tokens if kind == "full_attention" else min(tokens, window)
+    return _bytes(batch * kept * 2 * kv_heads * head_dim, dtype)
 
 
 def linear_bytes(m: int, k: int, n: int, dtype: str = "bf16") -> int:
@@ -252,6 +307,32 @@ def max_concurrent_sequences(
     if free <= 0:
         return 0
     return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))
+
+
+def longest_context(
+    cfg: ModelConfig,
+    memory_bytes: float,
+    weights: float,
+    users: int,
+    max_context: int,
+    kv_dtype: str = "bf16",
+) -> int:
+    """The longest context, at most ``max_context``, at which ``users`` sequences each fit
+    their KV cache (in ``kv_dtype``) in ``memory_bytes`` beside ``weights`` bytes of weights
+    however stored (``weight_bytes``, ``int4_checkpoint_bytes``) (chapter 2):
+    ⌊(memory − weights) / (users · κ)⌋, or ``max_context`` when a sliding window caps every
+    sequence's cache within the memory; 0 if the weights leave no room for one token each."""
+    positive_int(users, "users")
+    positive_int(max_context, "max_context")
+    if not memory_bytes > 0:
+        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
+    free = memory_bytes - weights
+    per_token = users * kv_bytes_per_token(cfg, kv_dtype)
+    if free <= 0:
+        return 0
+    if cfg.sliding_window is not None and cfg.sliding_window * per_token <= free:
+        return max_context
+    return min(max_context, int(free // per_token))
 
 
 def kv_blocks(tokens: int, block_size: int) -> int:

@@ -98,3 +98,96 @@ def test_max_concurrent_sequences_worked_number():
     assert memory.max_concurrent_sequences(llama70, 141e9, 1024) == 0
     with pytest.raises(ValueError, match="memory_bytes must be positive"):
         memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), 0, 1024)
+
+
+def test_int4_checkpoint_bytes_by_hand():
+    """Qwen2.5-7B, group 128: every layer matrix's inputs are whole groups; the embedding
+    table and the untied LM head stay bf16, with the biases and norms."""
+    cfg = models.get("Qwen2.5-7B")
+    shapes = [shape for name, shape in cfg.linear_shapes().items() if name != "lm_head"]
+    layer_weights = sum(k * n for k, n in shapes)
+    groups = sum(n * k // 128 for k, n in shapes)
+    packed = layer_weights // 2 + groups * 2 + groups // 2
+    rest = flops.param_count(cfg) - cfg.layers * layer_weights
+    assert memory.int4_checkpoint_bytes(cfg) == cfg.layers * packed + 2 * rest
+    assert 2 * rest > 2 * 2 * cfg.vocab * cfg.hidden  # both vocabulary matrices, in bf16
+
+
+def test_int4_checkpoint_bytes_rounds_groups_and_halves_up():
+    """One layer: q, k, v, o, gate, up, down of 3 inputs … a group of 2 leaves a short group
+    in every column, and 3 × 5 = 15 int4 values take 8 bytes."""
+    cfg = ModelConfig(name="odd", model_type="llama", hidden=3, intermediate=5, layers=1,
+                      n_q_heads=1, n_kv_heads=1, head_dim=3, vocab=7, tied_embeddings=True,
+                      qkv_bias=False)  # fmt: skip
+    expected = 0
+    for k, n in ((3, 3), (3, 3), (3, 3), (3, 3), (3, 5), (3, 5), (5, 3)):
+        groups = n * -(-k // 2)
+        expected += -(-k * n // 2) + 2 * groups + -(-groups // 2)
+    rest = flops.param_count(cfg) - (4 * 9 + 2 * 15 + 15)
+    assert memory.int4_checkpoint_bytes(cfg, 2) == expected + 2 * rest
+    with pytest.raises(ValueError, match="group_size must be a positive int"):
+        memory.int4_checkpoint_bytes(cfg, 0)
+
+
+GPT_OSS_20B = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+               "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+               "sliding_window": 128,
+               "layer_types": ["sliding_attention", "full_attention"] * 12}  # fmt: skip
+
+
+def test_config_kv_cache_bytes_of_interleaved_windows():
+    """gpt-oss-20b: 12 layers keep 128 tokens, 12 keep all; head_dim 64 (not 2880 / 64)."""
+    per_layer_token = 2 * 8 * 64 * 2
+    for tokens in (0, 100, 128, 8192):
+        kept = 12 * min(tokens, 128) + 12 * tokens
+        assert memory.config_kv_cache_bytes(GPT_OSS_20B, tokens) == kept * per_layer_token
+    assert memory.config_kv_cache_bytes(GPT_OSS_20B, 1000, 3, "fp8") == 3 * (
+        12 * 128 + 12 * 1000) * 2 * 8 * 64  # fmt: skip
+
+
+def test_config_kv_cache_bytes_defaults_as_transformers():
+    """No num_key_value_heads: multi-head; no head_dim: hidden / heads; a window that
+    use_sliding_window turns off is not used; one set without layer_types slides every layer.
+    The presets' configs give the presets' caches."""
+    llama1 = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
+    assert memory.config_kv_cache_bytes(llama1, 10) == 10 * 2 * 32 * 32 * 128 * 2
+    qwen = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+            "num_key_value_heads": 4, "sliding_window": 131072,
+            "use_sliding_window": False}  # fmt: skip
+    assert memory.config_kv_cache_bytes(qwen, 200_000) == memory.kv_cache_bytes(
+        models.get("Qwen2.5-7B"), 200_000)  # fmt: skip
+    mistral = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "sliding_window": 4096}  # fmt: skip
+    assert memory.config_kv_cache_bytes(mistral, 9000, 2) == memory.kv_cache_bytes(
+        models.get("Mistral-7B-v0.1"), 9000, 2)  # fmt: skip
+    with pytest.raises(ValueError, match="layer_types names 2 layers, the model has 24"):
+        memory.config_kv_cache_bytes({**GPT_OSS_20B, "layer_types": ["full_attention"] * 2}, 5)
+    with pytest.raises(ValueError, match="needs sliding_window"):
+        memory.config_kv_cache_bytes({**GPT_OSS_20B, "sliding_window": None}, 5)
+
+
+def test_longest_context_inverts_the_capacity():
+    """The longest context is the last one at which max_concurrent_sequences still fits the
+    users; a window that fits makes any length fit; no room gives 0."""
+    from helpers import hardware
+
+    h100 = hardware.get("H100 SXM").memory_bytes
+    for name, users, weights, cache in (("Qwen2.5-7B", 32, "bf16", "bf16"),
+                                        ("Llama-3.1-70B", 4, "int4", "fp8"),
+                                        ("Llama-3.1-8B", 300, "bf16", "int8")):  # fmt: skip
+        cfg = models.get(name)
+        stored = memory.weight_bytes(cfg, weights)
+        longest = memory.longest_context(cfg, h100, stored, users, 10**7, cache)
+        assert 0 < longest < 10**7
+        for context, fits in ((longest, True), (longest + 1, False)):
+            got = memory.max_concurrent_sequences(cfg, h100, context, cache,
+                                                  weight_dtype=weights)  # fmt: skip
+            assert (got >= users) is fits
+    mistral = models.get("Mistral-7B-v0.1")
+    w = memory.weight_bytes(mistral)
+    assert memory.longest_context(mistral, h100, w, 8, 32768) == 32768
+    assert memory.longest_context(mistral, h100, w, 1000, 32768) < 4096
+    llama70 = models.get("Llama-3.1-70B")
+    assert memory.longest_context(llama70, h100, memory.weight_bytes(llama70), 1, 1024) == 0
+    qwen = models.get("Qwen2.5-7B")
+    assert memory.longest_context(qwen, h100, memory.weight_bytes(qwen), 1, 1000) == 1000

@@ -7,210 +7,321 @@ hard-coding the visible answers cannot pass.
 
 CHAPTER = "02_bytes"
 
-WEIGHT_BYTES = {
-    "bits, not bytes": '''
-def weight_bytes(cfg, dtype):
-    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
-    return param_count(cfg) * bits
+INT4_CHECKPOINT_BYTES = {
+    "N/2: every parameter in int4, no scales": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    return (param_count(cfg) * 4 + 7) // 8
 ''',
-    "int4 stored as a whole byte": '''
-def weight_bytes(cfg, dtype):
-    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 1}[dtype]
-    return param_count(cfg) * size
+    "scales and zero points forgotten": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    quantized = sum(k * n for k, n in shapes.values())
+    per_layer = sum(-(-k * n // 2) for k, n in shapes.values())
+    return cfg.layers * per_layer + 2 * (param_count(cfg) - cfg.layers * quantized)
 ''',
-    "half byte rounded down": '''
-def weight_bytes(cfg, dtype):
-    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
-    return param_count(cfg) * bits // 8
+    "LM head quantized like the layers": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    head = shapes.pop("lm_head")
+    def packed(k, n):
+        groups = n * -(-k // group_size)
+        return -(-k * n // 2) + 2 * groups + -(-groups // 2)
+    per_layer = sum(packed(k, n) for k, n in shapes.values())
+    quantized = cfg.layers * sum(k * n for k, n in shapes.values())
+    if not cfg.tied_embeddings:  # the head is its own matrix: quantize it too
+        quantized += head[0] * head[1]
+        per_layer_total = cfg.layers * per_layer + packed(*head)
+    else:
+        per_layer_total = cfg.layers * per_layer
+    return per_layer_total + 2 * (param_count(cfg) - quantized)
 ''',
-    "float, not int": '''
-def weight_bytes(cfg, dtype):
-    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[dtype]
-    return param_count(cfg) * size
+    "zero points forgotten": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    per_layer = quantized = 0
+    for k, n in shapes.values():
+        per_layer += -(-k * n // 2) + 2 * n * -(-k // group_size)
+        quantized += k * n
+    return cfg.layers * per_layer + 2 * (param_count(cfg) - cfg.layers * quantized)
 ''',
-    "fp8 taken for two bytes": '''
-def weight_bytes(cfg, dtype):
-    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 16, "int8": 8, "int4": 4}[dtype]
-    return (param_count(cfg) * bits + 7) // 8
+    "groups counted over the whole matrix, not per column": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    per_layer = quantized = 0
+    for k, n in shapes.values():
+        groups = -(-k * n // group_size)
+        per_layer += -(-k * n // 2) + 2 * groups + -(-groups // 2)
+        quantized += k * n
+    return cfg.layers * per_layer + 2 * (param_count(cfg) - cfg.layers * quantized)
+''',
+    "groups rounded down": '''
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    per_layer = quantized = 0
+    for k, n in shapes.values():
+        groups = n * (k // group_size)
+        per_layer += -(-k * n // 2) + 2 * groups + -(-groups // 2)
+        quantized += k * n
+    return cfg.layers * per_layer + 2 * (param_count(cfg) - cfg.layers * quantized)
 ''',
     "tied embeddings counted twice": '''
-def weight_bytes(cfg, dtype):
-    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
-    params = param_count(cfg) + (cfg.vocab * cfg.hidden if cfg.tied_embeddings else 0)
-    return (params * bits + 7) // 8
+def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    per_layer = quantized = 0
+    for k, n in shapes.values():
+        groups = n * -(-k // group_size)
+        per_layer += -(-k * n // 2) + 2 * groups + -(-groups // 2)
+        quantized += k * n
+    rest = param_count(cfg) - cfg.layers * quantized
+    if cfg.tied_embeddings:
+        rest += cfg.vocab * cfg.hidden
+    return cfg.layers * per_layer + 2 * rest
 ''',
     "visible answers hard-coded": '''
-def weight_bytes(cfg, dtype):
-    return 15_231_233_024 if dtype == "bf16" else 30_462_466_048
+def int4_checkpoint_bytes(cfg, group_size):
+    return 5_570_747_392 if cfg.n_kv_heads == 4 else 5_727_854_592
 ''',
 }
 
-KV_BYTES_PER_TOKEN = {
-    "query heads for kv heads": '''
-def kv_bytes_per_token(cfg, dtype):
-    return int(2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+CONFIG_CACHE_BYTES = {
+    "layer_types ignored: every layer slides": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kept = tokens if window is None else min(tokens, window)
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * config["num_hidden_layers"] * kept * 2 * kv_heads * head_dim * size
 ''',
-    "missing factor 2 for K and V": '''
-def kv_bytes_per_token(cfg, dtype):
-    return int(cfg.layers * cfg.n_kv_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+    "windows ignored: every layer keeps all": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * config["num_hidden_layers"] * tokens * 2 * kv_heads * head_dim * size
 ''',
-    "bits, not bytes": '''
-def kv_bytes_per_token(cfg, dtype):
-    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * memory.DTYPE_BITS[dtype]
+    "head_dim always hidden_size / heads": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    kept = sum(min(tokens, window) if kind == "sliding_attention" else tokens for kind in kinds)
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * kept * 2 * kv_heads * head_dim * size
 ''',
-    "forgot the layers": '''
-def kv_bytes_per_token(cfg, dtype):
-    return int(2 * cfg.n_kv_heads * cfg.head_dim * memory.dtype_bytes(dtype))
+    "no num_key_value_heads read as one (MQA)": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or 1
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    kept = sum(min(tokens, window) if kind == "sliding_attention" else tokens for kind in kinds)
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * kept * 2 * kv_heads * head_dim * size
 ''',
-    "head_dim taken as hidden / q heads": '''
-def kv_bytes_per_token(cfg, dtype):
-    head_dim = cfg.hidden // cfg.n_q_heads
-    return int(2 * cfg.layers * cfg.n_kv_heads * head_dim * memory.dtype_bytes(dtype))
+    "use_sliding_window ignored": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    kept = sum(min(tokens, window) if kind == "sliding_attention" else tokens for kind in kinds)
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * kept * 2 * kv_heads * head_dim * size
 ''',
-    "bf16 assumed whatever the dtype": '''
-def kv_bytes_per_token(cfg, dtype):
-    return 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * 2
+    "keys only (no factor 2)": '''
+def config_cache_bytes(config, tokens, batch, dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    kept = sum(min(tokens, window) if kind == "sliding_attention" else tokens for kind in kinds)
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    return batch * kept * kv_heads * head_dim * size
 ''',
     "visible answers hard-coded": '''
-def kv_bytes_per_token(cfg, dtype):
-    return 57_344 if cfg.n_kv_heads == 4 else 131_072
+def config_cache_bytes(config, tokens, batch, dtype):
+    if config.get("layer_types"):
+        return 27_721_728  # gpt-oss-20b, 1000 tokens, batch 1, bf16
+    return 2 * 4096 * 131_072  # Mistral-7B-v0.1, batch 2, the window's 4096 tokens
 ''',
 }
 
-KV_CACHE_BYTES = {
+LONGEST_CONTEXT = {
     "sliding window ignored": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    return batch * tokens * memory.kv_bytes_per_token(cfg, dtype)
-''',
-    "window applied to the whole batch": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    total = batch * tokens
-    if cfg.sliding_window is not None:
-        total = min(total, cfg.sliding_window)
-    return total * memory.kv_bytes_per_token(cfg, dtype)
-''',
-    "batch forgotten": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
-    return kept * memory.kv_bytes_per_token(cfg, dtype)
-''',
-    "one token too many (the next one)": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    kept = tokens + 1
-    if cfg.sliding_window is not None:
-        kept = min(kept, cfg.sliding_window)
-    return batch * kept * memory.kv_bytes_per_token(cfg, dtype)
-''',
-    "query heads for kv heads": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
-    kappa = int(2 * cfg.layers * cfg.n_q_heads * cfg.head_dim * memory.dtype_bytes(dtype))
-    return batch * kept * kappa
-''',
-    "dtype ignored (bf16 always)": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
-    return batch * kept * memory.kv_bytes_per_token(cfg, "bf16")
-''',
-    "visible answers hard-coded": '''
-def kv_cache_bytes(cfg, tokens, batch, dtype):
-    return 6_710_886_400 if cfg.n_kv_heads == 40 else 8 * 1024 * 57_344
-''',
-}
-
-MAX_CONCURRENT_SEQUENCES = {
-    "weights not subtracted": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    return int(memory_bytes // memory.kv_cache_bytes(cfg, context, 1, dtype))
-''',
-    "rounded up": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
     if free <= 0:
         return 0
-    return math.ceil(free / memory.kv_cache_bytes(cfg, context, 1, dtype))
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    return min(max_context, int(free // per_token))
 ''',
-    "rounded to nearest": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    "a window that fits gives the window, not any length": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
     if free <= 0:
         return 0
-    return round(free / memory.kv_cache_bytes(cfg, context, 1, dtype))
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    longest = int(free // per_token)
+    if cfg.sliding_window is not None:
+        longest = min(longest, cfg.sliding_window)
+    return min(max_context, longest)
+''',
+    "users forgotten": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    per_token = memory.kv_bytes_per_token(cfg, kv_dtype)
+    window = cfg.sliding_window
+    if window is not None and window * per_token <= free:
+        return max_context
+    return min(max_context, int(free // per_token))
+''',
+    "not capped at the model's limit": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    window = cfg.sliding_window
+    if window is not None and window * per_token <= free:
+        return max_context
+    return int(free // per_token)
 ''',
     "negative when the weights do not fit": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, dtype)
-    return int(free // memory.kv_cache_bytes(cfg, context, 1, dtype))
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    window = cfg.sliding_window
+    if window is not None and window * per_token <= free:
+        return max_context
+    return min(max_context, int(free // per_token))
 ''',
-    "sliding window ignored": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, dtype)
+    "rounded up": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
     if free <= 0:
         return 0
-    return int(free // (memory.kv_bytes_per_token(cfg, dtype) * context))
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    window = cfg.sliding_window
+    if window is not None and window * per_token <= free:
+        return max_context
+    return min(max_context, int(-(-free // per_token)))
 ''',
-    "bf16 weights whatever the dtype": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, "bf16")
+    "cache in bf16 whatever kv_dtype": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
     if free <= 0:
         return 0
-    return int(free // memory.kv_cache_bytes(cfg, context, 1, dtype))
-''',
-    "float, not int": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    free = memory_bytes - memory.weight_bytes(cfg, dtype)
-    if free <= 0:
-        return 0
-    return free // memory.kv_cache_bytes(cfg, context, 1, dtype)
+    per_token = users * memory.kv_bytes_per_token(cfg, "bf16")
+    window = cfg.sliding_window
+    if window is not None and window * per_token <= free:
+        return max_context
+    return min(max_context, int(free // per_token))
 ''',
     "visible answers hard-coded": '''
-def max_concurrent_sequences(cfg, memory_bytes, context, dtype):
-    return 2318 if context == 1024 else 65
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    return 8325 if users == 64 else 50860
 ''',
 }
 
-DECODE_READ_TIME = {
-    "KV cache forgotten": '''
-def decode_read_time(cfg, hw, context, dtype):
-    return memory.weight_bytes(cfg, dtype) / hw.bandwidth
+KV_COUNT_MISTAKE = {
+    "the window left out of the right count too": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * tokens * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 8 * right,
+              "query heads": batch * tokens * cfg.n_q_heads * per_head,
+              "keys only": right // 2, "window ignored": right,
+              "batch forgotten": tokens * cfg.n_kv_heads * per_head}
+    return next((label for label, count in counts.items() if count == claimed), "unknown")
 ''',
-    "compute time instead (2N / peak FLOP/s)": '''
-def decode_read_time(cfg, hw, context, dtype):
-    return 2 * param_count(cfg) / hw.peak("bf16")
+    "query heads taken as n_q times the count": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 8 * right, "query heads": cfg.n_q_heads * right,
+              "keys only": right // 2,
+              "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    return next((label for label, count in counts.items() if count == claimed), "unknown")
 ''',
-    "bits, not bytes": '''
-def decode_read_time(cfg, hw, context, dtype):
-    bits = memory.DTYPE_BITS[dtype]
-    kv = 2 * cfg.layers * cfg.n_kv_heads * cfg.head_dim * context
-    return (param_count(cfg) + kv) * bits / hw.bandwidth
+    "the last match wins, not the first": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 8 * right,
+              "query heads": batch * kept * cfg.n_q_heads * per_head,
+              "keys only": right // 2,
+              "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    found = [label for label, count in counts.items() if count == claimed]
+    return found[-1] if found else "unknown"
 ''',
-    "sliding window ignored": '''
-def decode_read_time(cfg, hw, context, dtype):
-    kv = memory.kv_bytes_per_token(cfg, dtype) * context
-    return (memory.weight_bytes(cfg, dtype) + kv) / hw.bandwidth
+    "the nearest count, never unknown": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 8 * right,
+              "query heads": batch * kept * cfg.n_q_heads * per_head,
+              "keys only": right // 2,
+              "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    return min(counts, key=lambda label: abs(counts[label] - claimed))
 ''',
-    "milliseconds, not seconds": '''
-def decode_read_time(cfg, hw, context, dtype):
-    bytes_read = memory.weight_bytes(cfg, dtype) + memory.kv_cache_bytes(cfg, context, 1, dtype)
-    return bytes_read / hw.bandwidth * 1e3
-''',
-    "bf16 assumed whatever the dtype": '''
-def decode_read_time(cfg, hw, context, dtype):
-    bytes_read = memory.weight_bytes(cfg, "bf16") + memory.kv_cache_bytes(cfg, context, 1, "bf16")
-    return bytes_read / hw.bandwidth
+    "bits for bytes as 16 times": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 16 * right,
+              "query heads": batch * kept * cfg.n_q_heads * per_head,
+              "keys only": right // 2,
+              "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    return next((label for label, count in counts.items() if count == claimed), "unknown")
 ''',
     "visible answers hard-coded": '''
-def decode_read_time(cfg, hw, context, dtype):
-    if context == 1024:
-        return (15_231_233_024 + 1024 * 57_344) / 3.35e12
-    return (16_060_522_496 + 8192 * 131_072) / 4.8e12
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    return "correct" if claimed == 8 * 1024 * 57_344 else "query heads"
 ''',
 }
 
 MUTANTS = {
-    "ch02_weight_bytes": WEIGHT_BYTES,
-    "ch02_kv_bytes_per_token": KV_BYTES_PER_TOKEN,
-    "ch02_kv_cache_bytes": KV_CACHE_BYTES,
-    "ch02_max_concurrent_sequences": MAX_CONCURRENT_SEQUENCES,
-    "ch02_decode_read_time": DECODE_READ_TIME,
+    "ch02_int4_checkpoint_bytes": INT4_CHECKPOINT_BYTES,
+    "ch02_config_cache_bytes": CONFIG_CACHE_BYTES,
+    "ch02_longest_context": LONGEST_CONTEXT,
+    "ch02_kv_count_mistake": KV_COUNT_MISTAKE,
 }
