@@ -43,7 +43,7 @@ from helpers.models import ModelConfig
 from helpers.timing import median_and_iqr
 
 __all__ = ["RankError", "TPRun", "TPBenchmark", "shard_decoder", "reference_decoder",
-           "run_tensor_parallel", "benchmark"]
+           "run_tensor_parallel", "benchmark", "attention_partials", "moe_layer"]
 
 ALLREDUCE_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 """Bytes of the all-reduces ``benchmark`` times to fit the ring model (4 KiB … 4 MiB): the
@@ -390,7 +390,8 @@ class TPBenchmark:
     """What ``benchmark`` measured and predicted; seconds throughout. ``step``: rank 0's
     median decode step and its IQR, and the all-reduce time a step likewise; ``share``: the
     all-reduces' measured share of a step (median of each step's share) and its IQR;
-    ``link``: the ring model fitted to the lone all-reduces (``tensor_parallel.fit_ring``);
+    ``link``: the ring model fitted to the lone all-reduces, the decode step's own message
+    among them (``tensor_parallel.fit_ring``);
     ``predicted_allreduce``: that model's seconds for a step's 2 · layers all-reduces;
     ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
     ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
@@ -398,8 +399,8 @@ class TPBenchmark:
     peer that the rest of ``allreduce`` is. ``single_step``: the median step of the
     unsharded decoder run in the caller's process (all its threads). ``message``: the bytes
     of one decode all-reduce ([batch × hidden] in float32), and ``lone_allreduce``: the
-    median seconds of a lone all-reduce of exactly that size, timed beside the fitted sizes
-    (a measurement where the fitted model would extrapolate below its smallest size)."""
+    median seconds of a lone all-reduce of exactly that size, timed beside the other sizes
+    (the measured per-call latency of a decode all-reduce, beside the fit's)."""
 
     run: TPRun
     step: float
@@ -436,7 +437,8 @@ def benchmark(
     of ``prompt_tokens`` and ``steps`` decode steps (after ``warmup`` untimed passes). The
     ring model fitted to the lone all-reduces predicts a step's all-reduce time, set beside
     the one measured inside the steps (``TPBenchmark``). A lone all-reduce of the decode
-    step's own message is timed too (``TPBenchmark.lone_allreduce``), outside the fit."""
+    step's own message is timed too (``TPBenchmark.lone_allreduce``) and fitted with the
+    others."""
     generator = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, cfg.vocab, (batch, prompt_tokens), generator=generator)
     decode = torch.randint(0, cfg.vocab, (batch, steps), generator=generator)
@@ -449,7 +451,10 @@ def benchmark(
     allreduce, allreduce_iqr = median_and_iqr(reduces)
     share, share_iqr = median_and_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
     times = run.allreduce_times
-    fitted = tensor_parallel.fit_ring(list(sizes), [times[size] for size in sizes], ranks,
+    # Fitted down to the decode step's own message, so the model does not extrapolate below
+    # the sizes it was fitted to (an intercept read off megabyte transfers misses the
+    # smallest ones by several times on a busy loopback).
+    fitted = tensor_parallel.fit_ring(list(timed), [times[size] for size in timed], ranks,
                                       f"gloo on loopback, {ranks} processes")  # fmt: skip
     predicted = tensor_parallel.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
     # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
@@ -478,3 +483,64 @@ def _single_step(
             _, cache = model(decode[:, column : column + 1], cache)
             samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+# --------------------------------------------------- chapter 10's exercises, in plain torch
+
+
+def attention_partials(
+    x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor,
+    n_q_heads: int, n_kv_heads: int, ranks: int,
+) -> tuple[list[torch.Tensor], list[list[int]]]:  # fmt: skip
+    """Causal self-attention over one sequence (no rotary embedding) split Megatron-style
+    over ``ranks`` chips (chapter 10). ``x`` [S, D]; ``wq`` [n_q · d_h, D], ``wk`` and ``wv``
+    [n_kv · d_h, D], ``wo`` [D, n_q · d_h] (``nn.Linear`` weights, [out, in]); query head h
+    reads key/value head h // g (g = n_q / n_kv, grouped-query attention). Rank r holds
+    query heads r · n_q / T … (r + 1) · n_q / T − 1 and every key/value head they read (one
+    copy of a shared head past T = n_kv, as vLLM keeps it). Returns each rank's partial
+    output [S, D] (its heads through its columns of ``wo``: their sum is the layer's output)
+    and the key/value heads each rank holds. Head by head here, then summed per rank."""
+    if n_q_heads % ranks or n_q_heads % n_kv_heads:
+        raise ValueError(f"T={ranks} and n_kv={n_kv_heads} must divide n_q={n_q_heads}")
+    head_dim = wq.shape[0] // n_q_heads
+    group = n_q_heads // n_kv_heads
+    tokens = x.shape[0]
+    causal = torch.ones(tokens, tokens, dtype=torch.bool, device=x.device).tril()
+
+    def rows(weight: torch.Tensor, head: int) -> torch.Tensor:
+        return weight[head * head_dim : (head + 1) * head_dim]
+
+    heads = []
+    for h in range(n_q_heads):
+        q, k, v = x @ rows(wq, h).T, x @ rows(wk, h // group).T, x @ rows(wv, h // group).T
+        scores = (q @ k.T / head_dim**0.5).masked_fill(~causal, float("-inf"))
+        heads.append(scores.softmax(dim=-1) @ v @ wo[:, h * head_dim : (h + 1) * head_dim].T)
+    per_rank = n_q_heads // ranks
+    partials = [sum(heads[r * per_rank + 1 : (r + 1) * per_rank], heads[r * per_rank])
+                for r in range(ranks)]  # fmt: skip
+    held = [sorted({h // group for h in range(r * per_rank, (r + 1) * per_rank)})
+            for r in range(ranks)]  # fmt: skip
+    return partials, held
+
+
+def moe_layer(
+    x: torch.Tensor, router: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+    down: torch.Tensor, k: int,
+) -> tuple[torch.Tensor, dict[int, int]]:  # fmt: skip
+    """A mixture-of-experts MLP on one decode step's tokens (chapter 10), Mixtral's router:
+    ``x`` [B, D]; ``router`` [E, D]; ``gate``, ``up`` [E, d_ff, D] and ``down`` [E, D, d_ff],
+    each expert a SwiGLU MLP. Each token takes the k experts with the largest router logits,
+    weighted by the softmax of those k logits. Returns the output [B, D] and the rows each
+    expert that any token chose multiplies: {expert: tokens routed to it}. Token by token
+    here (an engine groups each expert's tokens into one matmul: the same output)."""
+    logits = x @ router.T  # [B, E]
+    out = torch.zeros_like(x)
+    rows: dict[int, int] = {}
+    for t in range(x.shape[0]):
+        top = torch.topk(logits[t], k)
+        weights = torch.softmax(top.values, dim=-1)
+        for weight, e in zip(weights, top.indices.tolist(), strict=True):
+            hidden = torch.nn.functional.silu(gate[e] @ x[t]) * (up[e] @ x[t])
+            out[t] += weight * (down[e] @ hidden)
+            rows[e] = rows.get(e, 0) + 1
+    return out, dict(sorted(rows.items()))

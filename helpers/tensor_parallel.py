@@ -35,16 +35,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from helpers._validate import non_negative_int, one_of, positive_int
+from helpers.flops import attention_flops_per_key
 from helpers.hardware import HardwareSpec
 from helpers.latency import prefill_time
-from helpers.memory import dtype_bytes, max_concurrent_sequences
+from helpers.memory import dtype_bytes, kv_bytes_per_token, max_concurrent_sequences
 from helpers.models import ModelConfig
 from helpers.roofline import decode_split
 
 __all__ = ["Link", "LINKS", "link", "shard_config", "degrees", "allreduce_bytes",
            "step_allreduce_bytes", "ring_allreduce_seconds", "step_allreduce_seconds",
            "tp_decode_step", "tp_tpot", "tp_ttft", "best_degree", "fit_ring",
-           "tp_max_sequences", "pipeline_bubble", "pp_decode"]
+           "tp_max_sequences", "pipeline_bubble", "pp_decode", "attention_per_chip",
+           "break_even_hop_latency"]
 
 
 @dataclass(frozen=True)
@@ -291,3 +293,49 @@ def pp_decode(
     tpot = max(stages, micro_batches) * stage
     return {"stage": stage, "tpot": tpot, "throughput": batch / tpot,
             "bubble": pipeline_bubble(stages, micro_batches)}  # fmt: skip
+
+
+def attention_per_chip(cfg: ModelConfig, ranks: int, kv_dtype: str = "bf16") -> dict[str, float]:
+    """One chip's decode attention when a layer's heads are split over T = ``ranks`` chips
+    (chapter 10): ``"kv_bytes_per_token"``, the cache bytes the chip keeps per token of
+    every sequence (all layers, in ``kv_dtype``), and ``"intensity"``, its attention FLOPs
+    per cached byte over a long cache. Grouped-query attention: the chip's n_q / T query
+    heads and the key/value heads they read (n_kv / T of them, or one copy of a shared head
+    past T = n_kv: ``shard_config`` with ``replicate_kv``). Latent attention (MLA, absorbed):
+    the chip's n_q / T heads all read the whole latent, which every chip keeps, so the bytes
+    stay and the intensity falls T-fold. T must divide n_q (and n_kv, or be a multiple)."""
+    positive_int(ranks, "ranks")
+    if cfg.n_q_heads % ranks:
+        raise ValueError(f"{cfg.name}: T={ranks} does not divide n_q={cfg.n_q_heads}")
+    if cfg.is_mla:
+        heads = cfg.n_q_heads // ranks
+        part = dataclasses.replace(cfg, n_q_heads=heads, n_kv_heads=heads)
+    else:
+        part = shard_config(dataclasses.replace(cfg, intermediate=cfg.intermediate * ranks),
+                            ranks, replicate_kv=True)  # attention alone: any MLP width
+    kv = kv_bytes_per_token(part, kv_dtype)
+    return {"kv_bytes_per_token": kv, "intensity": attention_flops_per_key(part) / kv}
+
+
+def break_even_hop_latency(
+    cfg: ModelConfig, hw: HardwareSpec, net: Link, context: int, batch: int, low: int,
+    high: int, dtype: str = "bf16",
+) -> float:  # fmt: skip
+    """The per-hop latency of a ring link (``net``'s bandwidth and per-call latency kept)
+    at which ``high`` chips decode a token exactly as fast as ``low`` chips, for ``batch``
+    sequences at ``context`` (chapter 10); above it the wider group is slower. TPOT is
+    linear in the hop latency (each of the step's 2 · layers all-reduces makes 2(T − 1)
+    hops; one chip makes none), so the two TPOTs are read at two hop latencies and the
+    lines crossed. 0.0 when ``high`` is no faster even with no hop latency."""
+    if not 1 <= low < high:
+        raise ValueError(f"need 1 <= low < high, got low={low!r}, high={high!r}")
+
+    def gap(hop: float) -> float:  # TPOT(high) - TPOT(low) at this hop latency
+        link_at = dataclasses.replace(net, hop_latency=hop)
+        return (tp_tpot(cfg, hw, link_at, high, context, batch, dtype)
+                - tp_tpot(cfg, hw, link_at, low, context, batch, dtype))  # fmt: skip
+
+    at_zero, at_micro = gap(0.0), gap(1e-6)
+    if at_zero >= 0:
+        return 0.0
+    return -at_zero / ((at_micro - at_zero) / 1e-6)

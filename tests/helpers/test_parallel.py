@@ -205,8 +205,8 @@ def test_timings_hold_the_allreduces(bench):
     # rank 0's all-reduce time, so its median is at most rank 0's median too.
     assert 0 < bench.exchange <= bench.allreduce
     assert 0 < bench.exchange_share <= bench.share
-    # The fitted sizes, and the decode step's own message (batch 2 × hidden in float32),
-    # timed alone but kept out of the fit.
+    # The sizes asked for, and the decode step's own message (batch 2 × hidden in float32),
+    # timed alone and fitted with them.
     assert bench.message == 2 * TINY.hidden * 4
     assert set(run.allreduce_times) == {1 << 12, 1 << 22, bench.message}
     assert bench.lone_allreduce == run.allreduce_times[bench.message] > 0
@@ -236,3 +236,46 @@ def test_a_silent_rank_times_out_and_is_killed():
         parallel.run_tensor_parallel(TINY, 2, ids, ids, timeout=0.2)  # less than a spawn
     assert list(caught.value.failures) == [0, 1]
     assert multiprocessing.active_children() == []
+
+
+# --- chapter 10's exercises in plain torch: attention split by heads, a MoE layer ----------
+
+
+def _attention_inputs(tokens, d, n_q, n_kv, head_dim, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    shapes = ((tokens, d), (n_q * head_dim, d), (n_kv * head_dim, d), (n_kv * head_dim, d),
+              (d, n_q * head_dim))  # fmt: skip
+    return [torch.randn(*shape, generator=generator, dtype=torch.float64) for shape in shapes]
+
+
+@pytest.mark.parametrize("n_q, n_kv, ranks, held", [
+    (4, 2, 2, [[0], [1]]), (8, 2, 4, [[0], [0], [1], [1]]), (12, 4, 2, [[0, 1], [2, 3]]),
+    (4, 4, 1, [[0, 1, 2, 3]])])
+def test_attention_partials_sum_to_the_layer(n_q, n_kv, ranks, held):
+    x, wq, wk, wv, wo = _attention_inputs(5, 16, n_q, n_kv, 4)
+    partials, kv = parallel.attention_partials(x, wq, wk, wv, wo, n_q, n_kv, ranks)
+    assert kv == held and len(partials) == ranks
+    # the whole layer, by torch's own attention with grouped heads and a causal mask
+    q = (x @ wq.T).view(5, n_q, 4).transpose(0, 1)
+    k, v = ((x @ w.T).view(5, n_kv, 4).transpose(0, 1) for w in (wk, wv))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q[None], k[None], v[None], is_causal=True, enable_gqa=n_q != n_kv)[0]
+    layer = out.transpose(0, 1).reshape(5, n_q * 4) @ wo.T
+    torch.testing.assert_close(sum(partials[1:], partials[0]), layer, rtol=1e-10, atol=1e-10)
+
+
+def test_moe_layer_by_hand():
+    # two experts, each the identity's SwiGLU on a 1-wide model, router picking expert 1
+    x = torch.tensor([[1.0], [2.0]], dtype=torch.float64)
+    router = torch.tensor([[0.0], [1.0]], dtype=torch.float64)  # logits 0 and x
+    gate = torch.ones(2, 1, 1, dtype=torch.float64)
+    up = torch.tensor([[[1.0]], [[2.0]]], dtype=torch.float64)
+    down = torch.ones(2, 1, 1, dtype=torch.float64)
+    out, rows = parallel.moe_layer(x, router, gate, up, down, 1)
+    assert rows == {1: 2}  # both tokens' largest logit is expert 1's
+    silu = torch.nn.functional.silu
+    torch.testing.assert_close(out, silu(x) * 2 * x)  # weight 1: the softmax of one logit
+    out, rows = parallel.moe_layer(x, router, gate, up, down, 2)
+    assert rows == {0: 2, 1: 2}
+    weights = torch.softmax(torch.cat([torch.zeros_like(x), x], dim=1), dim=1)
+    torch.testing.assert_close(out, weights[:, :1] * silu(x) * x + weights[:, 1:] * silu(x) * 2 * x)

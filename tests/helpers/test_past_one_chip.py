@@ -266,3 +266,50 @@ def test_cheapest_degree_none_when_nothing_meets_the_slo():
     seventy = models.get("Llama-3.1-70B")
     # it does not fit on one chip, so at least two
     assert cost.cheapest_degree(seventy, H100, NVLINK, 4096, 0.05, 2.0)["ranks"] >= 2
+
+
+# --- one chip's attention with the heads split; the hop latency past which T stops paying --
+
+
+def test_attention_per_chip_gqa_shrinks_to_n_kv_then_copies():
+    llama70 = models.get("Llama-3.1-70B")  # 64 query heads, 8 key/value heads, 80 layers
+    for t in (1, 2, 4, 8):
+        chip = tp.attention_per_chip(llama70, t)
+        assert chip["kv_bytes_per_token"] == memory.kv_bytes_per_token(llama70) // t
+        assert chip["intensity"] == pytest.approx(8.0)  # the group, whatever T
+    for t in (16, 32):  # past n_kv: one copied head, n_q/T query heads reading it
+        chip = tp.attention_per_chip(llama70, t)
+        assert chip["kv_bytes_per_token"] == 2 * 80 * 128 * 2
+        assert chip["intensity"] == pytest.approx(64 / t)
+
+
+def test_attention_per_chip_mla_keeps_the_latent_and_divides_the_intensity():
+    ds = models.get("DeepSeek-V3")
+    whole = roofline.decode_attention_intensity(ds)
+    for t in (1, 2, 8, 32):
+        chip = tp.attention_per_chip(ds, t, "fp8")
+        assert chip["kv_bytes_per_token"] == memory.kv_bytes_per_token(ds, "fp8")
+        assert chip["intensity"] == pytest.approx(2 * whole / t)  # fp8: half the bytes
+    with pytest.raises(ValueError, match="does not divide"):
+        tp.attention_per_chip(ds, 3)
+
+
+@pytest.mark.parametrize("low, high, batch", [(1, 2, 1), (2, 4, 1), (4, 8, 1), (2, 8, 64)])
+def test_break_even_hop_latency_makes_the_two_tpots_equal(low, high, batch):
+    llama70, h100, nvlink = models.get("Llama-3.1-70B"), hardware.get("H100 SXM"), tp.link(
+        "NVLink 4")
+    hop = tp.break_even_hop_latency(llama70, h100, nvlink, 4096, batch, low, high)
+    assert hop > 0
+    at = dataclasses.replace(nvlink, hop_latency=hop)
+    assert tp.tp_tpot(llama70, h100, at, high, 4096, batch) == pytest.approx(
+        tp.tp_tpot(llama70, h100, at, low, 4096, batch), rel=1e-9)
+    slower = dataclasses.replace(nvlink, hop_latency=1.01 * hop)
+    assert tp.tp_tpot(llama70, h100, slower, high, 4096, batch) > tp.tp_tpot(
+        llama70, h100, slower, low, 4096, batch)
+
+
+def test_break_even_hop_latency_is_zero_where_the_wider_group_never_pays():
+    small, h100 = models.get("Qwen2.5-0.5B"), hardware.get("H100 SXM")
+    assert tp.break_even_hop_latency(small, h100, tp.link("NVLink 4"), 512, 1, 1, 2) == 0.0
+    with pytest.raises(ValueError, match="low < high"):
+        tp.break_even_hop_latency(small, h100, tp.link("NVLink 4"), 512, 1, 2, 2)

@@ -6,172 +6,208 @@ visible answers); it must run without crashing and be rejected by the checkers.
 
 CHAPTER = "10_parallel"
 
-_MLP = '''
-def megatron_mlp(x, gate, up, down, ranks):
-    width = gate.shape[0] // ranks
-    partials = []
+_ATTENTION = '''
+def megatron_attention(x, wq, wk, wv, wo, n_q_heads, n_kv_heads, ranks):
+    head_dim, group = wq.shape[0] // n_q_heads, n_q_heads // n_kv_heads
+    per_rank, tokens = n_q_heads // ranks, x.shape[0]
+    partials, held = [], []
     for rank in range(ranks):
-        block = {block}
-        hidden = torch.nn.functional.silu(x @ gate[block].T) * (x @ up[block].T)
-        partials.append({partial})
-    return partials
+        heads = list(range(rank * per_rank, (rank + 1) * per_rank))
+        out = torch.zeros(tokens, wo.shape[0], dtype=x.dtype)
+        for h in heads:
+            kv = {kv_head}
+            q = x @ wq[h * head_dim:(h + 1) * head_dim].T
+            k = x @ wk[kv * head_dim:(kv + 1) * head_dim].T
+            v = x @ wv[kv * head_dim:(kv + 1) * head_dim].T
+            scores = q @ k.T / {scale}
+            {mask}
+            out += scores.softmax(dim=-1) @ v @ {o_columns}.T
+        partials.append(out)
+        held.append({held})
+    return {{"partials": partials, "kv_heads": held}}
 '''
 
-_MLP_RIGHT = {"block": "slice(rank * width, (rank + 1) * width)",
-              "partial": "hidden @ down[:, block].T"}
-
-
-def _mlp(**wrong):
-    return _MLP.format(**(_MLP_RIGHT | wrong))
-
-
-_TOUCHED = '''
-def experts_touched(cfg, tokens, load=None):
-    e, k = cfg.n_experts, cfg.experts_per_token
-    chances = {chances}
-    experts = float({experts})
-    per_expert = {per_expert}
-    return {{"experts": experts, "tokens_per_expert": {rows},
-            "expert_bytes": experts * per_expert}}
-'''
-
-_TOUCHED_RIGHT = {
-    "chances": "[k / e] * e if load is None else list(load)",
-    "experts": "sum(1 - (1 - p) ** tokens for p in chances)",
-    "per_expert": "3 * cfg.hidden * cfg.expert_intermediate * 2",
-    "rows": "tokens * k / experts",
+_ATTENTION_RIGHT = {
+    "kv_head": "h // group",
+    "scale": "head_dim**0.5",
+    "mask": "scores = scores.masked_fill(torch.ones(tokens, tokens, dtype=torch.bool).triu(1), "
+            "float('-inf'))",
+    "o_columns": "wo[:, h * head_dim:(h + 1) * head_dim]",
+    "held": "sorted({h // group for h in heads})",
 }
 
 
-def _touched(**wrong):
-    return _TOUCHED.format(**(_TOUCHED_RIGHT | wrong))
+def _attention(**wrong):
+    return _ATTENTION.format(**(_ATTENTION_RIGHT | wrong))
 
 
-_KV = '''
-def kv_and_intensity(cfg, kv_dtype):
+_HOP = '''
+def break_even_hop_latency(cfg, hw, net, context, batch, low, high, dtype="bf16"):
+    message = tensor_parallel.allreduce_bytes(cfg, batch, dtype)
+
+    def line(ranks):
+        part = tensor_parallel.shard_config(cfg, ranks)
+        chip = sum(t.seconds for t in roofline.decode_split(part, hw, batch, context,
+                                                            dtype).values())
+        if {no_reduce}:
+            return chip, 0.0
+        hops, reduces = {hops}, {reduces}
+        return (chip + reduces * (net.base_latency + {transfer}), reduces * hops)
+
+    (wide, wide_slope), (narrow, narrow_slope) = line(high), line(low)
+    {clamp}
+    return float((narrow - wide) / (wide_slope - narrow_slope))
+'''
+
+_HOP_RIGHT = {
+    "no_reduce": "ranks == 1",
+    "hops": "2 * (ranks - 1)",
+    "reduces": "2 * cfg.layers",
+    "transfer": "hops / ranks * message / net.bandwidth",
+    "clamp": "if wide >= narrow:\n        return 0.0",
+}
+
+
+def _hop(**wrong):
+    return _HOP.format(**(_HOP_RIGHT | wrong))
+
+
+_MOE = '''
+def moe_layer(x, router, gate, up, down, k):
+    logits = x @ router.T
+    top = logits.topk(k, dim=-1)
+    weights = {weights}
+    out = torch.zeros_like(x)
+    rows = {{}}
+    for expert in {experts}:
+        token, slot = (top.indices == expert).nonzero(as_tuple=True)
+        h = x[token]
+        y = (torch.nn.functional.silu(h @ gate[expert].T) * (h @ up[expert].T)) @ down[expert].T
+        out.index_add_(0, token, {scale} * y)
+        rows[expert] = {count}
+    return out, rows
+'''
+
+_MOE_RIGHT = {
+    "weights": "top.values.softmax(dim=-1)",
+    "experts": "top.indices.unique().tolist()",
+    "scale": "weights[token, slot, None]",
+    "count": "len(token)",
+}
+
+
+def _moe(**wrong):
+    return _MOE.format(**(_MOE_RIGHT | wrong))
+
+
+_CHIP = '''
+def attention_per_chip(cfg, ranks, kv_dtype):
     bits = {{"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}}[kv_dtype]
+    heads = cfg.n_q_heads // ranks
     if cfg.kv_lora_rank:
         width = {mla_width}
         per_key = {mla_flops}
     else:
-        width = 2 * cfg.n_kv_heads * cfg.head_dim
-        per_key = {dense_flops}
+        group = cfg.n_q_heads // cfg.n_kv_heads
+        width = {gqa_width}
+        per_key = {gqa_flops}
     kv_bytes = {kv_bytes}
     return {{"kv_bytes_per_token": kv_bytes, "intensity": cfg.layers * per_key / kv_bytes}}
 '''
 
-_KV_RIGHT = {
+_CHIP_RIGHT = {
     "mla_width": "cfg.kv_lora_rank + cfg.qk_rope_head_dim",
-    "mla_flops": "2 * cfg.n_q_heads * (width + cfg.kv_lora_rank)",
-    "dense_flops": "2 * cfg.n_q_heads * 2 * cfg.head_dim",
+    "mla_flops": "2 * heads * (width + cfg.kv_lora_rank)",
+    "gqa_width": "2 * max(1, heads // group) * cfg.head_dim",
+    "gqa_flops": "2 * heads * 2 * cfg.head_dim",
     "kv_bytes": "-(-cfg.layers * width * bits // 8)",
 }
 
 
-def _kv(**wrong):
-    return _KV.format(**(_KV_RIGHT | wrong))
-
-
-_CHEAP = '''
-def cheapest_deployment(cfg, hw, net, context, tpot_slo, price_per_chip_hour, kv_dtype):
-    best = None
-    for ranks in tensor_parallel.degrees(cfg, 8):
-        cap = {cap}
-
-        def tpot(batch, ranks=ranks):
-            return tensor_parallel.tp_tpot(cfg, hw, net, ranks, context, batch,
-                                           kv_dtype=kv_dtype)
-
-        if cap < 1 or {too_slow}:
-            continue
-        low, high = 1, cap
-        while low < high:
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if {meets} else (low, middle - 1)
-        dollars = {chips} * price_per_chip_hour / 3600 / (low / tpot(low)) * 1e6
-        if best is None or {better}:
-            best = {{"ranks": ranks, "batch": low, "dollars_per_million": dollars}}
-    return best
-'''
-
-_CHEAP_RIGHT = {
-    "cap": "tensor_parallel.tp_max_sequences(cfg, hw, ranks, context, kv_dtype=kv_dtype)",
-    "too_slow": "tpot(1) > tpot_slo",
-    "meets": "tpot(middle) <= tpot_slo",
-    "chips": "ranks",
-    "better": 'dollars < best["dollars_per_million"]',
-}
-
-
-def _cheap(**wrong):
-    return _CHEAP.format(**(_CHEAP_RIGHT | wrong))
+def _chip(**wrong):
+    return _CHIP.format(**(_CHIP_RIGHT | wrong))
 
 
 MUTANTS = {
-    "ch10_megatron_mlp": {
-        "interleaved columns, not contiguous blocks": _mlp(block="slice(rank, None, ranks)"),
-        "averages the partials (an all-reduce of the mean)": _mlp(
-            partial="hidden @ down[:, block].T / ranks"),
-        "down whole on every rank (its rows, not its columns, split)": _mlp(
-            partial="hidden @ down[:, :width].T"),
-        "every rank computes the whole layer": _mlp(
-            block="slice(None)", partial="hidden @ down.T"),
+    "ch10_megatron_attention": {
+        "query head h reads key/value head h mod n_kv (interleaved groups)": _attention(
+            kv_head="h % n_kv_heads"),
+        "no causal mask: every token sees the whole sequence": _attention(mask="pass"),
+        "scores scaled by 1/d_h, not 1/sqrt(d_h)": _attention(scale="head_dim"),
+        "every rank keeps every key/value head": _attention(held="list(range(n_kv_heads))"),
+        "each rank's partial divided by T (an all-reduce of the mean)": _attention(
+            o_columns="(wo[:, h * head_dim:(h + 1) * head_dim] / ranks)"),
         "hard-codes the visible answers": '''
-def megatron_mlp(x, gate, up, down, ranks):
-    width = gate.shape[0] // 2
-    out = []
+def megatron_attention(x, wq, wk, wv, wo, n_q_heads, n_kv_heads, ranks):
+    partials = []
     for rank in range(2):
-        block = slice(rank * width, (rank + 1) * width)
-        hidden = torch.nn.functional.silu(x @ gate[block].T) * (x @ up[block].T)
-        out.append(hidden @ down[:, block].T)
-    return out
+        out = torch.zeros(x.shape[0], wo.shape[0], dtype=x.dtype)
+        for h in (2 * rank, 2 * rank + 1):
+            q, k, v = x @ wq[2 * h:2 * h + 2].T, x @ wk[2 * rank:2 * rank + 2].T, \\
+                x @ wv[2 * rank:2 * rank + 2].T
+            scores = (q @ k.T / 2**0.5).masked_fill(
+                torch.ones(x.shape[0], x.shape[0], dtype=torch.bool).triu(1), float("-inf"))
+            out += scores.softmax(dim=-1) @ v @ wo[:, 2 * h:2 * h + 2].T
+        partials.append(out)
+    return {"partials": partials, "kv_heads": [[0], [1]]}
 ''',
     },
-    "ch10_experts_touched": {
-        "min(E, Bk): every token a new expert": _touched(
-            experts="min(e, tokens * k)"),
-        "uniform whatever the load": _touched(chances="[k / e] * e"),
-        "the union bound, B·p, capped at 1": _touched(
-            experts="sum(min(1.0, tokens * p) for p in chances)"),
-        "rows per expert without k": _touched(rows="tokens / experts"),
-        "an expert is two matrices": _touched(
-            per_expert="2 * cfg.hidden * cfg.expert_intermediate * 2"),
+    "ch10_break_even_hop_latency": {
+        "the per-call latency, not the per-hop (2(T - 1) hops forgotten)": _hop(
+            hops="1"),
+        "one all-reduce a layer, not two": _hop(reduces="cfg.layers"),
+        "the bandwidth term left out (the latency alone)": _hop(transfer="0.0"),
+        "one chip pays the per-call latency too": _hop(no_reduce="False"),
+        "a negative latency where the wider group never pays": _hop(clamp="pass"),
         "hard-codes the visible answers": '''
-def experts_touched(cfg, tokens, load=None):
-    experts = 3.5 if load is None else sum(1 - (1 - p) ** 3 for p in load)
-    b = 3 * 4096 * 14336 * 2
-    return {"experts": experts, "tokens_per_expert": tokens * 2 / experts,
-            "expert_bytes": experts * b}
+def break_even_hop_latency(cfg, hw, net, context, batch, low, high, dtype="bf16"):
+    return 4.0294198341625265e-06
 ''',
     },
-    "ch10_kv_and_intensity": {
-        "MLA caches a latent per head": _kv(
-            mla_width="cfg.n_q_heads * (cfg.kv_lora_rank + cfg.qk_rope_head_dim)"),
-        "MLA caches the latent twice (as K and V)": _kv(
-            mla_width="2 * (cfg.kv_lora_rank + cfg.qk_rope_head_dim)"),
-        "MLA's FLOPs in the expanded form": _kv(
-            mla_flops="2 * cfg.n_q_heads * (cfg.head_dim + cfg.v_head_dim)"),
-        "FLOPs follow the KV heads": _kv(dense_flops="2 * cfg.n_kv_heads * 2 * cfg.head_dim"),
-        "int4 rounded down": _kv(kv_bytes="cfg.layers * width * bits // 8"),
+    "ch10_moe_layer": {
+        "softmax over all E experts, the top k's weights not renormalized": _moe(
+            weights="logits.softmax(dim=-1).gather(1, top.indices)"),
+        "the k experts' outputs added, unweighted": _moe(scale="1.0"),
+        "equal weights 1/k": _moe(scale="1.0 / k"),
+        "every expert listed, the unused ones with 0 rows": _moe(
+            experts="range(router.shape[0])"),
+        "rows counted as the token slots over the experts that ran": _moe(
+            count="round(x.shape[0] * k / len(top.indices.unique()))"),
         "hard-codes the visible answers": '''
-def kv_and_intensity(cfg, kv_dtype):
+def moe_layer(x, router, gate, up, down, k):
+    out = torch.zeros_like(x)
+    top = (x @ router.T).topk(2, dim=-1)
+    weights = top.values.softmax(dim=-1)
+    for t in range(min(4, x.shape[0])):
+        for j in range(2):
+            e = int(top.indices[t, j])
+            h = torch.nn.functional.silu(gate[e] @ x[t]) * (up[e] @ x[t])
+            out[t] += weights[t, j] * (down[e] @ h)
+    rows = {}
+    for e in top.indices.flatten().tolist():
+        rows[e] = rows.get(e, 0) + 1
+    return out, rows
+''',
+    },
+    "ch10_attention_per_chip": {
+        "MLA's latent split over the chips like the heads": _chip(
+            mla_width="(cfg.kv_lora_rank + cfg.qk_rope_head_dim) / ranks",
+            mla_flops="2 * heads * (cfg.kv_lora_rank + cfg.qk_rope_head_dim "
+                      "+ cfg.kv_lora_rank)"),
+        "the key/value heads divided by T even past n_kv": _chip(
+            gqa_width="2 * cfg.n_kv_heads * cfg.head_dim // ranks"),
+        "the whole model's intensity, whatever T": _chip(
+            mla_flops="2 * cfg.n_q_heads * (width + cfg.kv_lora_rank)",
+            gqa_flops="2 * cfg.n_q_heads * 2 * cfg.head_dim * max(1, heads // group) "
+                      "/ cfg.n_kv_heads"),
+        "MLA's FLOPs in the expanded form": _chip(
+            mla_flops="2 * heads * (cfg.head_dim + cfg.v_head_dim)"),
+        "int4 rounded down": _chip(kv_bytes="int(cfg.layers * width * bits // 8)"),
+        "hard-codes the visible answers": '''
+def attention_per_chip(cfg, ranks, kv_dtype):
     if cfg.kv_lora_rank:
-        return {"kv_bytes_per_token": 70272, "intensity": 278528 / 1152}
-    return {"kv_bytes_per_token": 131072, "intensity": 4.0}
-''',
-    },
-    "ch10_cheapest_deployment": {
-        "the price of one chip, whatever T": _cheap(chips="1"),
-        "no memory cap (batch by the target only)": _cheap(cap="4096"),
-        "no TPOT target (batch by memory only)": _cheap(too_slow="False", meets="True"),
-        "the fastest degree, not the cheapest": _cheap(
-            better='tpot(low) < best["tpot"]').replace(
-            '"dollars_per_million": dollars}', '"dollars_per_million": dollars, '
-            '"tpot": tpot(low)}').replace("    return best\n",
-                                           "    best and best.pop('tpot')\n    return best\n"),
-        "hard-codes the visible answers": '''
-def cheapest_deployment(cfg, hw, net, context, tpot_slo, price_per_chip_hour, kv_dtype):
-    return {"ranks": 8, "batch": 342, "dollars_per_million": 0.38948848825657284}
+        return {"kv_bytes_per_token": 70272, "intensity": 30.22222222222222}
+    return {"kv_bytes_per_token": 81920, "intensity": 8.0}
 ''',
     },
 }
