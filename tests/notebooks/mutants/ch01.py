@@ -112,7 +112,7 @@ PARAM = {
     "head_dim derived as hidden // heads": _param_mutant(head_dim="(d // cfg.n_q_heads)"),
     "hard-coded visible answers": """
 def param_count(cfg):
-    return {"Qwen2.5-7B": 7_615_616_512, "Llama-3.1-8B": 8_030_261_248}.get(cfg.name, 0)
+    return {"Qwen2.5-3B": 3_085_938_688, "Llama-2-7B": 6_738_415_616}.get(cfg.name, 0)
 """,
 }
 
@@ -150,7 +150,7 @@ WINDOW = {
     "one layer only": _window_mutant(layers="1"),
     "hard-coded visible answers": """
 def window_attention_flops(cfg, new_tokens, context):
-    visible = {("Mistral-7B-v0.1", 1, 32767): 2_147_483_648,
+    visible = {("Mistral-7B-v0.1", 1, 8191): 2_147_483_648,
                ("Mistral-7B-v0.1", 8, 4092): 17_176_723_456,
                ("Qwen2.5-7B", 10, 0): 22_077_440}
     return visible.get((cfg.name, new_tokens, context), 0)
@@ -195,7 +195,7 @@ CROSSOVER = {
         window_check="cfg.sliding_window is not None and keys >= cfg.sliding_window"),
     "hard-coded visible answers": """
 def attention_crossover(cfg):
-    return {"Qwen2.5-7B": 35_227}.get(cfg.name)
+    return None if cfg.sliding_window else {"Qwen2.5-3B": 20_926}.get(cfg.name)
 """,
 }
 
