@@ -163,6 +163,132 @@ def faster(samples_a, samples_b):
 def faster(samples_a, samples_b):
     return "a" if len(samples_a) == 8 and samples_a[0] == 0.5 else "neither"
 ''',
+        "statistics.quantiles, its default (exclusive) convention": '''
+import statistics
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = statistics.quantiles(samples, n=4)[1]
+        q25, q75 = statistics.quantiles(samples, n=4)[0], statistics.quantiles(samples, n=4)[2]
+        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
+        "torch.median (the lower middle value) with torch.quantile's IQR": '''
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = torch.median(torch.tensor(samples, dtype=torch.float64)).item()
+        values = torch.tensor(samples, dtype=torch.float64)
+        q25, q75 = torch.quantile(values, torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
+        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
+        "numpy percentiles, method='nearest'": '''
+import numpy as np
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = float(np.percentile(samples, 50, method='nearest'))
+        q25, q75 = np.percentile(samples, [25, 75], method='nearest')
+        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
+        "numpy percentiles, method='lower'": '''
+import numpy as np
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = float(np.percentile(samples, 50, method='lower'))
+        q25, q75 = np.percentile(samples, [25, 75], method='lower')
+        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
+        "notch constant 1.5": '''
+import numpy as np
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = timing.median_and_iqr(samples)[0]
+        q25, q75 = np.percentile(samples, [25, 75])
+        half = 1.5 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
+        "notch constant 1.7": '''
+import numpy as np
+import math
+
+def faster(samples_a, samples_b):
+    if min(len(samples_a), len(samples_b)) < 4:
+        return "neither"
+
+    def notch(samples):
+        median = timing.median_and_iqr(samples)[0]
+        q25, q75 = np.percentile(samples, [25, 75])
+        half = 1.7 * (q75 - q25) / math.sqrt(len(samples))
+        return median - half, median + half
+
+    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
+    if a_high < b_low:
+        return "a"
+    if b_high < a_low:
+        return "b"
+    return "neither"
+''',
     },
     "ch04_time_blocks": {
         "no warm-up": """
@@ -418,6 +544,15 @@ def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
         return "compute"
     return "memory" if seconds < 5e-6 else "ok"
 """,
+        "bytes of the inputs only, the output left out": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
+    size = memory.linear_bytes(1, 1, 1, dtype) / 3
+    if flops.matmul_flops(m, k, n) / seconds > (1 + tolerance) * peak:
+        return "compute"
+    if size * (m * k + k * n) / seconds > (1 + tolerance) * bandwidth:
+        return "memory"
+    return "ok"
+""",
     },
     "ch04_valid_measurement": {
         "ignores the cache (working set)": '''
@@ -503,6 +638,26 @@ def valid_measurement(measurements, cpu_threads):
         "hard-codes the visible answer": '''
 def valid_measurement(measurements, cpu_threads):
     return "D: rotated, synchronized, random"
+''',
+        "the last valid one, not the first": '''
+def valid_measurement(measurements, cpu_threads):
+    found = None
+    for name, s in measurements.items():
+        on_cpu = s["device"] == "cpu"
+        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
+                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
+                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
+            found = name
+    return found
+''',
+        "warm-up calls, plural: at least two": '''
+def valid_measurement(measurements, cpu_threads):
+    for name, s in measurements.items():
+        on_cpu = s["device"] == "cpu"
+        if (s["warmup_calls"] >= 2 and (s["synchronized"] or on_cpu)
+                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
+                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
+            return name
 ''',
     },
 }

@@ -140,6 +140,16 @@ def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     return [(timing.random_tensor((m, k), torch_dtype, device),
              timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
 ''',
+        'strictly more than twice the cache': '''
+def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
+    torch_dtype = machine.torch_dtype(dtype)
+    per_set = (m * k + n * k) * torch.empty((), dtype=torch_dtype).element_size()
+    copies = 1
+    while copies * per_set <= 2 * cache_bytes:
+        copies += 1
+    return [(timing.random_tensor((m, k), torch_dtype, device),
+             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+''',
         'working set only past the cache (factor 1)': '''
 def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
     import math
