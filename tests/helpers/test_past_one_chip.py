@@ -283,6 +283,14 @@ def test_attention_per_chip_gqa_shrinks_to_n_kv_then_copies():
         assert chip["intensity"] == pytest.approx(64 / t)
 
 
+def test_attention_per_chip_needs_t_to_divide_n_kv_or_be_a_multiple_of_it():
+    qwen7 = models.get("Qwen2.5-7B")  # 28 query heads, 4 key/value heads
+    assert tp.attention_per_chip(qwen7, 2)["kv_bytes_per_token"] == memory.kv_bytes_per_token(
+        qwen7) // 2
+    with pytest.raises(ValueError, match="n_kv_heads=4 is not divisible by T=7"):
+        tp.attention_per_chip(qwen7, 7)  # 7 divides 28, yet neither divides nor is a multiple of 4
+
+
 def test_attention_per_chip_mla_keeps_the_latent_and_divides_the_intensity():
     ds = models.get("DeepSeek-V3")
     whole = roofline.decode_attention_intensity(ds)

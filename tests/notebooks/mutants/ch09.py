@@ -2,9 +2,10 @@
 
 Each mutant is a whole answer cell, a realistic mistake (plus one that hard-codes the visible
 answers); it must run without crashing and be rejected by the checkers. The design problem's
-hidden tests draw four scenarios at grading time and add two fixed ones that no single
-configuration serves both, so each of its mutants is a strategy that fails at least one of
-the fixed pair or of the families always drawn.
+hidden tests judge two fixed scenarios that no single configuration serves both, then one
+drawn from each family with fixed seeds, so each of its mutants is a strategy that fails at
+least one of them; a search that simulates every candidate on every rung of the ladder is
+rejected by the count of its simulations.
 """
 
 CHAPTER = "09_capstone"
@@ -202,6 +203,23 @@ def choose_config(scenario):''' + _CANDIDATES + '''
         if results:
             break
     best = max(results, key=lambda config: results[config].throughput)
+    return {"max_batch": best.max_batch, "token_budget": best.token_budget,
+            "disaggregate": best.disaggregate}
+''',
+        "brute force: every candidate on every rung, no roofline pruning": '''
+def choose_config(scenario):''' + _CANDIDATES + '''
+    best, best_rate = candidates[0], -1.0
+    for config in candidates:
+        rate = 0.0
+        for load in (1.0, 1.5, 2.0, 3.0):
+            try:
+                result = serving.serve_config(scenario, config, load * scenario.rate)
+            except ValueError:
+                continue
+            if result.attainment(scenario.ttft_slo, scenario.tpot_slo) >= scenario.share:
+                rate = max(rate, load)
+        if rate > best_rate:
+            best, best_rate = config, rate
     return {"max_batch": best.max_batch, "token_budget": best.token_budget,
             "disaggregate": best.disaggregate}
 ''',
