@@ -65,6 +65,9 @@ def int4_checkpoint_bytes(cfg: ModelConfig, group_size: int = 128) -> int:
     ``group_size`` consecutive inputs (the last group of a column may be shorter), one fp16
     scale and one 4-bit zero point, two a byte; each matrix rounds its packed halves up to
     whole bytes. Everything else (embedding table, LM head, norms, biases) stays bf16.
+    The tensors are AutoAWQ's GEMM format (``awq/modules/linear/gemm.py``, ``WQLinear_GEMM``):
+    ``qweight`` [in, out/8] int32, ``scales`` [in/group, out] fp16, ``qzeros`` [in/group,
+    out/8] int32; for sizes that divide evenly the count above is their ``nbytes``.
     """
     positive_int(group_size, "group_size")
     shapes = cfg.linear_shapes()
@@ -113,13 +116,15 @@ def config_kv_cache_bytes(
     config: Mapping, tokens: int, batch: int = 1, dtype: str = "bf16"
 ) -> int:
     """KV cache of ``batch`` sequences of ``tokens`` each, read from a Hugging Face
-    ``config.json`` dict as transformers reads it (chapter 2): every layer keeps a key and a
+    ``config.json`` dict (chapter 2): every layer keeps a key and a
     value of ``head_dim`` for each of ``num_key_value_heads`` (missing: multi-head,
     ``num_attention_heads``); ``head_dim`` missing or null is ``hidden_size //
     num_attention_heads``. A layer ``layer_types`` marks ``"sliding_attention"`` keeps the
     last ``sliding_window`` tokens; without ``layer_types``, every layer does when
     ``sliding_window`` is set, unless ``use_sliding_window`` is false (Qwen2.5's files name
-    a window they do not use). Elements at ``dtype``'s size, the total rounded up.
+    a window they do not use). Qwen2's ``max_window_layers`` (transformers keeps layers below
+    it full when the window is on) is ignored: no released Qwen2.5 turns the window on.
+    Elements at ``dtype``'s size, the total rounded up.
     """
     non_negative_int(tokens, "tokens")
     positive_int(batch, "batch")

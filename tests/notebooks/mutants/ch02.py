@@ -248,6 +248,17 @@ def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
         return max_context
     return min(max_context, int(free // per_token))
 ''',
+    "a window that exactly fits taken as not fitting (< for <=)": '''
+def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
+    window = cfg.sliding_window
+    if window is not None and window * per_token < free:
+        return max_context
+    return min(max_context, int(free // per_token))
+''',
     "visible answers hard-coded": '''
 def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
     return 8325 if users == 64 else 50860
@@ -310,6 +321,30 @@ def kv_count_mistake(cfg, tokens, batch, claimed):
               "query heads": batch * kept * cfg.n_q_heads * per_head,
               "keys only": right // 2,
               "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    return next((label for label, count in counts.items() if count == claimed), "unknown")
+''',
+    "window ignored checked right after correct": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "bits for bytes": 8 * right,
+              "query heads": batch * kept * cfg.n_q_heads * per_head,
+              "keys only": right // 2,
+              "batch forgotten": kept * cfg.n_kv_heads * per_head}
+    return next((label for label, count in counts.items() if count == claimed), "unknown")
+''',
+    "window ignored checked before query heads": '''
+def kv_count_mistake(cfg, tokens, batch, claimed):
+    kept = tokens if cfg.sliding_window is None else min(tokens, cfg.sliding_window)
+    per_head = 2 * cfg.layers * cfg.head_dim * 2
+    right = batch * kept * cfg.n_kv_heads * per_head
+    counts = {"correct": right, "bits for bytes": 8 * right,
+              "window ignored": batch * tokens * cfg.n_kv_heads * per_head,
+              "query heads": batch * kept * cfg.n_q_heads * per_head,
+              "keys only": right // 2,
               "batch forgotten": kept * cfg.n_kv_heads * per_head}
     return next((label for label, count in counts.items() if count == claimed), "unknown")
 ''',
