@@ -276,3 +276,18 @@ def with_best_bandwidth(ceilings: Ceilings, bandwidths: Sequence[float]) -> Ceil
     return replace(ceilings, bandwidth=best,
                    bandwidth_method=f"{ceilings.bandwidth_method}; best of "
                    f"{len(bandwidths) + 1} streams during the run")  # fmt: skip
+
+
+def with_best_matmul(
+    ceilings: Ceilings, dtype: str, rate: float, shape: tuple[int, int, int], kernel: str
+) -> Ceilings:
+    """``ceilings`` with ``dtype``'s matmul ceiling raised to ``rate`` (FLOP/s of an
+    ``shape`` = (m, k, n) matmul timed elsewhere in the run, with ``kernel``) where it is
+    higher; ``matmul_shape`` and ``matmul_kernel`` then name that matmul. A ceiling is the best
+    rate this device reached: a timing above it means the ceiling was measured at a busier
+    moment, not that the timing is wrong."""
+    if rate <= ceilings.peak(dtype):
+        return ceilings
+    return replace(ceilings, matmul_flops={**ceilings.matmul_flops, dtype: rate},
+                   matmul_shape={**ceilings.matmul_shape, dtype: tuple(shape)},
+                   matmul_kernel={**ceilings.matmul_kernel, dtype: kernel})  # fmt: skip

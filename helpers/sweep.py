@@ -333,12 +333,15 @@ def raise_ceilings(
     ceilings: Ceilings,
     bandwidths: Sequence[float] = (),
     matmuls: dict[str, tuple[float, tuple[int, int, int], str]] | None = None,
+    matmul_streams: Sequence[tuple[float, str]] = (),
 ) -> tuple[list[SweepPoint], Ceilings]:
     """The ceilings raised to the best rate seen anywhere in a run, and every point
     re-predicted from them.
 
     ``bandwidths``: the stream measured again (between dtypes, after the sweep);
-    ``matmuls``: per dtype, a ceiling GEMM measured again, as ``(FLOP/s, shape, kernel)``.
+    ``matmuls``: per dtype, a ceiling GEMM measured again, as ``(FLOP/s, shape, kernel)``;
+    ``matmul_streams``: B/s a matmul streamed outside the sweep (``paired_decode``), each with
+    a label naming that matmul, which the bandwidth method then gives where it is the best.
     Then the points themselves: a point's achieved B/s above the bandwidth ceiling (a
     one-token matmul can stream faster than ``x.sum()``: it is the better streaming kernel)
     becomes the ceiling, and a point's achieved FLOP/s above its dtype's matmul ceiling
@@ -352,6 +355,9 @@ def raise_ceilings(
         bandwidth = fastest.achieved_bandwidth
         method = (f"the {fastest.dtype} {fastest.shape} matmul at m={fastest.m} "
                   f"({fastest.kernel} kernel), which streamed faster than x.sum()")  # fmt: skip
+    for rate, label in matmul_streams:
+        if rate > bandwidth:
+            bandwidth, method = rate, f"{label}, which streamed faster than x.sum()"
     flops = dict(ceilings.matmul_flops)
     shapes = dict(ceilings.matmul_shape)
     kernel_names = dict(ceilings.matmul_kernel)
@@ -376,14 +382,17 @@ def remeasure_ceilings(
     quick: bool = True,
     bandwidths: Sequence[float] = (),
     matmul: bool = True,
+    matmul_streams: Sequence[tuple[float, str]] = (),
 ) -> tuple[list[SweepPoint], Ceilings, float]:
     """After a sweep: stream the bandwidth again and (if ``matmul``) time each dtype's ceiling
-    GEMMs again, then ``raise_ceilings`` with those, the earlier ``bandwidths`` and the
-    points. Returns the re-predicted points, the final ceilings and the new stream rate."""
+    GEMMs again, then ``raise_ceilings`` with those, the earlier ``bandwidths`` (``x.sum()``
+    streams), the labelled ``matmul_streams`` and the points. Returns the re-predicted points,
+    the final ceilings and the new stream rate."""
     again = ceilings_mod.measure_bandwidth(ceilings.device, quick)
     matmuls = ({dtype: ceilings_mod.measure_matmul_ceiling(ceilings.device, dtype, quick)
                 for dtype in ceilings.matmul_flops} if matmul else {})  # fmt: skip
-    points, final = raise_ceilings(points, ceilings, [*bandwidths, again], matmuls)
+    points, final = raise_ceilings(points, ceilings, [*bandwidths, again], matmuls,
+                                   matmul_streams)
     return points, final, again
 
 

@@ -109,6 +109,18 @@ def test_bandwidth_ceiling_is_the_best_measurement(measured):
     assert better.matmul_flops == measured.matmul_flops and better.date == measured.date
 
 
+@pytest.mark.cache_size
+def test_matmul_ceiling_is_the_best_matmul_seen(measured):
+    assert ceilings.with_best_matmul(measured, "fp32", measured.peak("fp32") / 2, (8, 8, 8),
+                                     "torch.mm") is measured  # fmt: skip
+    better = ceilings.with_best_matmul(measured, "fp32", measured.peak("fp32") * 2,
+                                       (384, 384, 384), "torch.mm")  # fmt: skip
+    assert better.peak("fp32") == measured.peak("fp32") * 2
+    assert better.matmul_shape["fp32"] == (384, 384, 384)
+    assert better.matmul_kernel["fp32"] == "torch.mm"
+    assert better.peak("bf16") == measured.peak("bf16") and better.bandwidth == measured.bandwidth
+
+
 def test_gemms_env_replaces_the_ceiling_gemms(monkeypatch):
     monkeypatch.delenv(ceilings.GEMMS_ENV, raising=False)
     assert (2048, 2048, 2048) in ceilings.gemm_shapes("cpu", quick=True)  # unset: defaults

@@ -258,6 +258,17 @@ def test_a_point_faster_than_its_ceiling_raises_it():
     assert sweep.raise_ceilings([], FAKE, matmuls=matmul)[1].matmul_flops["fp32"] == 5e11
 
 
+def test_a_matmul_stream_that_sets_the_ceiling_is_labelled_a_matmul():
+    labelled = [(4e10, "the bf16 gate,up matmul at m=1, paired"), (1e9, "a slow one")]
+    _, raised = sweep.raise_ceilings([], FAKE, bandwidths=[2e10], matmul_streams=labelled)
+    assert raised.bandwidth == 4e10
+    assert raised.bandwidth_method.startswith("the bf16 gate,up matmul at m=1, paired")
+    assert "x.sum() over" not in raised.bandwidth_method
+    # below the best x.sum(), a matmul stream leaves the stream's label
+    _, kept = sweep.raise_ceilings([], FAKE, bandwidths=[5e10], matmul_streams=labelled)
+    assert kept.bandwidth == 5e10 and "best of 2 streams" in kept.bandwidth_method
+
+
 def test_points_above_roofline_finds_them():
     results = {"ceilings": {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10},
                "points": [{"dtype": "fp32", "flops": 1e6, "bytes": 1e6, "intensity": 1.0,
