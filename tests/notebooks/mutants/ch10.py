@@ -112,7 +112,7 @@ def attention_per_chip(cfg, ranks, kv_dtype):
         width = {gqa_width}
         per_key = {gqa_flops}
     kv_bytes = {kv_bytes}
-    return {{"kv_bytes_per_token": kv_bytes, "intensity": cfg.layers * per_key / kv_bytes}}
+    return {{"kv_bytes_per_token": kv_bytes, "intensity": {intensity}}}
 '''
 
 _CHIP_RIGHT = {
@@ -121,6 +121,7 @@ _CHIP_RIGHT = {
     "gqa_width": "2 * max(1, heads // group) * cfg.head_dim",
     "gqa_flops": "2 * heads * 2 * cfg.head_dim",
     "kv_bytes": "-(-cfg.layers * width * bits // 8)",
+    "intensity": "cfg.layers * per_key / kv_bytes",
 }
 
 
@@ -203,11 +204,13 @@ def moe_layer(x, router, gate, up, down, k):
         "MLA's FLOPs in the expanded form": _chip(
             mla_flops="2 * heads * (cfg.head_dim + cfg.v_head_dim)"),
         "int4 rounded down": _chip(kv_bytes="int(cfg.layers * width * bits // 8)"),
+        "the intensity over the exact bytes, not the rounded-up total": _chip(
+            intensity="cfg.layers * per_key / (cfg.layers * width * bits / 8)"),
         "hard-codes the visible answers": '''
 def attention_per_chip(cfg, ranks, kv_dtype):
     if cfg.kv_lora_rank:
-        return {"kv_bytes_per_token": 70272, "intensity": 30.22222222222222}
-    return {"kv_bytes_per_token": 81920, "intensity": 8.0}
+        return {"kv_bytes_per_token": 17568, "intensity": 120.88888888888889}
+    return {"kv_bytes_per_token": 40960, "intensity": 16.0}
 ''',
     },
 }
