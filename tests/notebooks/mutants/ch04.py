@@ -650,6 +650,15 @@ def valid_measurement(measurements, cpu_threads):
             found = name
     return found
 ''',
+        "any thread count at or above cpu_threads passes": '''
+def valid_measurement(measurements, cpu_threads):
+    for name, s in measurements.items():
+        on_cpu = s["device"] == "cpu"
+        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
+                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
+                and (s["threads"] >= cpu_threads or not on_cpu) and s["statistic"] == "median"):
+            return name
+''',
         "warm-up calls, plural: at least two": '''
 def valid_measurement(measurements, cpu_threads):
     for name, s in measurements.items():
