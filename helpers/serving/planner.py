@@ -376,7 +376,7 @@ _FAMILIES = {  # prompt and output means, TPOT SLO over a batch-32 step, load ov
 
 def draw_scenario(seed: int, family: str | None = None) -> Scenario:
     """A random deployment for chapter 9's design problem (its hidden tests draw one per
-    family at grading time, seeded from ``os.urandom``). ``family``: ``"long prompts"``
+    family from fixed seeds, so a grade can be reproduced). ``family``: ``"long prompts"``
     (several thousand tokens), ``"busy"`` (a load near what the pair can take), ``"tight
     TPOT"`` (a TPOT SLO barely above a decode step), ``"big model"`` (Llama-3.1-70B on a
     chip it fits); None: one of them at random. The model (a 7–8B one outside ``"big model"``),

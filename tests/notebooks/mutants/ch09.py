@@ -143,9 +143,9 @@ def greedy_verify(logits, drafts):
             needed="max(1, int(rate * decode_steps * step))"),
         "hard-codes the visible answers": '''
 def batch_at_load(cfg, hw, context, rate, decode_steps, dtype="bf16"):
-    if rate >= 20:
+    if rate >= 80:
         return None
-    return {"batch": 20, "tpot": 0.0077232176907462684}
+    return {"batch": 25, "tpot": 0.006530674168358209}
 ''',
     },
     "ch09_flops_to_match": {
@@ -181,7 +181,7 @@ def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_facto
 ''',
         "hard-codes the visible answers": '''
 def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_factor, dtype="bf16"):
-    return None if batch == 1 else 1.592880043663797
+    return None if batch == 1 else 4.580372820793542
 ''',
     },
     "ch09_choose_config": {
@@ -229,6 +229,17 @@ def choose_config(scenario):
         batch += 1
     step = steps(Step((), batch, round(batch * context), batch))
     if step <= scenario.tpot_slo:  # prefill moved out of the way, decode within the SLO
+        return {"max_batch": 256, "token_budget": None, "disaggregate": True}
+    return {"max_batch": 256, "token_budget": 512, "disaggregate": False}
+''',
+        "no search: split the pair when the TPOT SLO is under 1.3x a batch-32 step, "
+        "else the largest batch with chunks of 512": '''
+def choose_config(scenario):
+    steps = RooflineSteps(models.get(scenario.model), hardware.get(scenario.chip),
+                          scenario.dtype)
+    context = scenario.prompt_mean + scenario.output_mean / 2
+    ratio = scenario.tpot_slo / steps(Step((), 32, round(32 * context), 32))
+    if ratio < 1.3:
         return {"max_batch": 256, "token_budget": None, "disaggregate": True}
     return {"max_batch": 256, "token_budget": 512, "disaggregate": False}
 ''',
