@@ -213,13 +213,12 @@ def _shown(path: Path) -> str:
 
 def show_edition(chapter: str, root: Path | str | None = None) -> None:
     """Print each device's edition of ``chapter`` (``editions``: stamp, headline figures,
-    where the executed notebook is) and display its PNG; or say that none exists."""
+    where the executed notebook is) and display its PNG; or say, in a reader's words, that
+    none exists (``make gpu-reference`` measures one: ``helpers.gpu_reference``)."""
     found = editions(chapter, root)
-    if not found:
-        where = _shown(Path(root) if root is not None else ROOT)
-        print(f"No GPU edition yet: no {where}/<device>/{chapter}.json. `make gpu-reference` on "
-              "a machine with a CUDA GPU measures one; until then this chapter shows only "
-              "your own run.")  # fmt: skip
+    if not found:  # a reader's note: the maintainers' command is in the README (GPU notes)
+        print("No GPU edition of this chapter has been measured yet: it shows only your own "
+              "run.")  # fmt: skip
         return
     from IPython.display import Image, display
 

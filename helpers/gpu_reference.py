@@ -57,7 +57,7 @@ max(10 t, min_run_time) · (1 + 63 µs / t) of wall time:
   ~137 GB free, 6.9 MB each: 12 KiB of KV a token and two rows of logits; at the cap 112 GB of
   KV read per step, ~26 ms at 4.3 TB/s, plus 2N·B = 18 TFLOP, ~23 ms), each timed for
   0.05-0.2 s (at least 11 calls) after its cache is filled;
-- fidelity ≈ 35 s: ``helpers.serving.fidelity`` profiles ~40 step shapes of Qwen2.5-0.5B,
+- fidelity ≈ 35 s: ``helpers.serving.fidelity`` profiles ~50 step shapes of Qwen2.5-0.5B,
   serves a burst, then at each of three loads a 50-request calibration trace and a
   300-request Poisson trace in real time (~7,200 output tokens a trace; at ~1,600 tokens/s of
   capacity, 16 sequences of ~10 ms eager steps, the 30% trace lasts ~15 s, the 60% ~7.5 s,

@@ -44,6 +44,7 @@ __all__ = [
     "upgrade_speedups",
     "interpolate",
     "predict_e2e",
+    "longest_answer",
     "fifo_first_tokens",
     "roofline_verdict",
     "flops_utilization",
@@ -54,6 +55,7 @@ __all__ = [
     "full_size_time",
     "check_sweep",
     "sweep_summary",
+    "batch_at_context",
     "measured_knee",
     "quantized_knee",
 ]
@@ -223,6 +225,29 @@ def predict_e2e(
         total += interpolate(tpot_curve, prompt_tokens + step - 1)
     return total
 
+def longest_answer(
+    ttft_curve: Mapping[int, float],
+    tpot_curve: Mapping[int, float],
+    prompt_tokens: int,
+    budget: float,
+) -> int:
+    """The most output tokens a request of ``prompt_tokens`` can have out within ``budget``
+    seconds of its arrival on an idle engine, read off measured curves (chapter 6).
+
+    The first token ends the prefill (``ttft_curve`` at the prompt); each later one costs a
+    decode step whose cache holds the prompt and every earlier token but the one it feeds in
+    (``tpot_curve`` at prompt + j − 1 for the j-th step, as ``predict_e2e``). 0 when even
+    the first token is late. Every point of ``tpot_curve`` must be positive."""
+    positive_int(prompt_tokens, "prompt_tokens")
+    if not tpot_curve or min(tpot_curve.values()) <= 0:
+        raise ValueError("tpot_curve needs at least one point, every one positive")
+    clock = interpolate(ttft_curve, prompt_tokens)
+    emitted = 0
+    while clock <= budget:
+        clock += interpolate(tpot_curve, prompt_tokens + emitted)
+        emitted += 1
+    return emitted
+
 
 def fifo_first_tokens(
     arrivals: Sequence[float], prefill_s: Sequence[float]
@@ -387,6 +412,34 @@ def sweep_summary(step_seconds: Mapping[int, float], tpot_slo: float) -> dict:
     meeting = [b for b in batches if tpot[b] <= tpot_slo]
     best = max(meeting, key=lambda b: (throughput[b], -b)) if meeting else None
     return {"tpot": tpot, "throughput": throughput, "best_batch": best}
+
+def batch_at_context(
+    step_seconds: Mapping[int, float], context: int, serve_context: int,
+    kv_bytes_per_token: float, bandwidth: float, kv_room: float, tpot_slo: float,
+) -> int | None:  # fmt: skip
+    """The batch to serve at ``serve_context`` tokens a sequence, from a decode sweep
+    measured at ``context`` (chapter 7).
+
+    Only attention depends on the context, and no two sequences share its bytes: each
+    sequence's step reads (serve_context − context) · ``kv_bytes_per_token`` more (less,
+    if negative), streamed at ``bandwidth``, so step(B) grows by B times that; the weights'
+    read and the FLOPs of the linear layers stay. A batch is served if its caches,
+    B · serve_context · ``kv_bytes_per_token``, fit in ``kv_room`` bytes and its TPOT (the
+    step) is at most ``tpot_slo``; of those, the one of most aggregate tokens/s (B / step),
+    the smaller on a tie; None if none."""
+    batches = check_sweep(step_seconds)
+    for value, name in ((kv_bytes_per_token, "kv_bytes_per_token"), (bandwidth, "bandwidth"),
+                        (tpot_slo, "tpot_slo")):  # fmt: skip
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    positive_int(serve_context, "serve_context")
+    extra = (serve_context - context) * kv_bytes_per_token / bandwidth  # seconds a sequence
+    at_serve = {b: step_seconds[b] + b * extra for b in batches}
+    served = [b for b in batches
+              if b * serve_context * kv_bytes_per_token <= kv_room and at_serve[b] <= tpot_slo]
+    if not served:
+        return None
+    return max(served, key=lambda b: (b / at_serve[b], -b))
 
 
 def measured_knee(step_seconds: Mapping[int, float]) -> float:

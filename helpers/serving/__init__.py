@@ -16,7 +16,7 @@ The package follows the rooms of a serving system:
 - ``planner``: chapter 9's search over deployments;
 - ``spec``: speculative decoding by rejection sampling;
 - ``studies``: experiments the chapters report (the vLLM KV study, a long prompt's stall,
-  a prefix cache's TTFT);
+  by hand on a linear step model too, a prefix cache's TTFT);
 - ``fidelity``: the simulator against the real engine (``--fidelity``);
 - ``speed``: how fast the simulator runs (``python -m helpers.serving --speed``).
 
@@ -61,7 +61,12 @@ from helpers.serving.steps import (
     TableSteps,
     WorstStall,
 )
-from helpers.serving.studies import kv_usage_study, prefill_stall_study, prefix_cache_study
+from helpers.serving.studies import (
+    chunked_prefill,
+    kv_usage_study,
+    prefill_stall_study,
+    prefix_cache_study,
+)
 from helpers.serving.trace import Request, check_trace, poisson_trace
 
 __all__ = [
@@ -83,6 +88,7 @@ __all__ = [
     "simulate_disaggregated",
     "roofline_engine",
     "prefill_stall_study",
+    "chunked_prefill",
     "prefix_cache_study",
     "max_rate_under_slo",
     "kv_usage_study",

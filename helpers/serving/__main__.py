@@ -17,7 +17,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="simulator wall time per policy (the default)")  # fmt: skip
     parser.add_argument("--kv", action="store_true", help="KV share of real tokens")
     parser.add_argument("--fidelity", action="store_true",
-                        help="the simulator against the real engine on this machine")
+                        help="the simulator against the real engine on this machine, "
+                             "predictive and calibrated (on a shared machine, run it as "
+                             "`taskset -c 1 python -m helpers.serving --fidelity`: a core "
+                             "of its own)")  # fmt: skip
     parser.add_argument("-n", type=int, default=10_000, help="requests in the speed trace")
     parser.add_argument("--rate", type=float, default=40.0, help="arrivals per second")
     args = parser.parse_args(argv)

@@ -3,13 +3,22 @@
 As Vidur (Agrawal et al., MLSys 2024) and LLMServingSim validate their simulators against
 vLLM, this checks ``simulate`` against ``real.serve_real`` on this machine: profile the
 chapter 6 decoder's ragged steps briefly (``profile_step_times``), measure the real
-engine's capacity on a burst, fit a step-time model to the profiled steps and the burst's own
-(``steps.FittedSteps``); then at about 30%, 60% and 90% of that capacity, refit it with a
-short calibration run's steps at that load, run the engine on a Poisson trace (another
-draw), simulate the very same trace with the refitted model, and compare p50/p90 TTFT,
-p50/p90 TPOT and throughput. The same scheduler code chooses every step on both sides, so
-what differs is only time: the fitted model's error and what the machine does meanwhile
-(other processes, the Python between steps).
+engine's capacity on a burst, and fit a step-time model to the profiled steps and the
+burst's own (``steps.FittedSteps``: a regression over the step's tokens through the linear
+layers, its prompt chunks and their keys, its decodes' keys and its LM-head rows), with the
+engine's own time between forwards regressed on the burst's steps as well. Then at about
+30%, 60% and 90% of that capacity it runs the engine on a Poisson trace and simulates the
+very same trace twice, and compares p50/p90 TTFT, p50/p90 TPOT and throughput:
+
+* **predictive**: with that one model, fitted once, as Vidur validates (nothing measured at
+  the load is used);
+* **calibrated**: with the model refitted per load on a short calibration run's steps at
+  that load (another draw), its median overhead added and its time scaled to the
+  calibration run's (stalls), which follows a machine whose speed drifts.
+
+The same scheduler code chooses every step on both sides, so what differs is only time: the
+step model's error and what the machine does meanwhile (other processes, the Python between
+steps).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from helpers.machine import cpu_seconds, others_cores
 from helpers.memory import kv_blocks
 from helpers.serving.engine import simulate
 from helpers.serving.kv import KVMemory
@@ -28,12 +38,13 @@ from helpers.serving.metrics import Result
 from helpers.serving.steps import FittedSteps, Step
 from helpers.serving.trace import poisson_trace
 
-__all__ = ["LOADS", "METRICS", "fidelity_setup", "profile_steps", "fidelity", "report",
-           "worst_error", "resimulate"]
+__all__ = ["LOADS", "METRICS", "KINDS", "fidelity_setup", "profile_steps", "predictive_model",
+           "fidelity", "report", "worst_error", "resimulate"]
 
 LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
 METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
 TOLERANCE = 0.15  # the target: every figure within 15% of the measured one
+KINDS = ("predictive", "calibrated")  # the two simulations of each load (module docstring)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +73,8 @@ class Workload:
 def fidelity_setup(device: str | None = None):
     """The decoder the benchmark serves: on a CPU, Qwen2.5-0.5B's layer shapes with 1 layer
     and a 4,096-token vocabulary in fp32 (chapter 9's cut-down model); on a GPU the
-    published Qwen2.5-0.5B in bf16. Random weights; threads as ``timing.timing_threads``."""
+    published Qwen2.5-0.5B in bf16. Random weights; threads as ``timing.timing_threads``
+    over the cores this process may use (``taskset -c 1`` gives it one core of its own)."""
     import torch
 
     from helpers import machine, models, timing
@@ -71,20 +83,43 @@ def fidelity_setup(device: str | None = None):
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     preset = models.get("Qwen2.5-0.5B")
     if device == "cpu":
-        torch.set_num_threads(timing.timing_threads(os.cpu_count() or 1, machine.busy_cores()))
+        torch.set_num_threads(timing.timing_threads(_usable_cores(), machine.busy_cores()))
         cfg = dataclasses.replace(preset, name="Qwen2.5-0.5B shapes, 1 layer, vocab 4,096",
                                   layers=1, vocab=4096)  # fmt: skip
         return random_decoder(cfg, device, torch.float32)
     return random_decoder(preset, device, torch.bfloat16)
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity, e.g. under ``taskset``), else all."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def _profile_shapes(work: Workload) -> list[tuple[int, int, int, int, bool]]:
-    """Step shapes around what the engine runs: decode batches, prompt chunks, mixtures."""
-    shapes = [(0, b, c, 0, True) for b in (1, 2, 4, 8, 12, 16) for c in (32, 128, 384)]
-    shapes += [(p, 0, 0, c, True) for p in (8, 32, 96, 192) for c in (0, 192)]
-    shapes += [(p, b, c, 0, emits) for p, b, c, emits in
-               ((176, 16, 96, False), (96, 8, 128, True), (32, 12, 200, True),
-                (184, 8, 48, True), (64, 16, 300, True))]  # fmt: skip
+    """Step shapes around what the engine runs, (prefill, decodes, context, prefill context,
+    emits): every decode batch up to ``max_batch`` (each row count is a knot of the fit,
+    ``steps.token_knots``) at a short and a long context, prompt chunks at the fit's knots
+    above 16 tokens, and chunks beside decodes, as chunked prefill mixes them."""
+    batches = range(1, work.max_batch + 1)
+    short, long = work.prompt_mean // 2, 2 * work.prompt_mean + work.output_mean
+    shapes = [(0, b, c, 0, True) for b in batches for c in (short, long)]
+    budget = work.token_budget
+    chunks = sorted({k for k in (24, 32, 48, 64, 96, 128, 192, 256) if k <= budget} | {budget})
+    shapes += [(p, 0, 0, 0, True) for p in chunks]
+    shapes += [(p, 0, 0, budget, True) for p in chunks[::3]]
+    shapes += [(p, b, c, pc, emits) for p, b, c, pc, emits in
+               ((budget - work.max_batch, work.max_batch, work.prompt_mean, 0, False),
+                (work.prompt_mean, work.max_batch // 2, work.prompt_mean + 32, 0, True),
+                (32, 3 * work.max_batch // 4, 2 * work.prompt_mean, 0, True),
+                (budget - work.max_batch // 2, work.max_batch // 2, work.prompt_mean // 2, 0,
+                 True),
+                (8, work.max_batch, 3 * work.prompt_mean, 64, True),
+                (40, work.max_batch // 2, work.prompt_mean, work.prompt_mean, False),
+                (64, work.max_batch // 4, long, 0, True))
+               if 0 < p and p + b <= budget]  # fmt: skip
     return shapes
 
 
@@ -115,17 +150,36 @@ def figures(result: Result) -> dict[str, float]:
             "throughput": result.throughput}  # fmt: skip
 
 
+def predictive_model(profiled: Sequence[tuple[Step, float]], burst: Result) -> FittedSteps:
+    """The step-time model of the predictive simulation, fitted once: a ``FittedSteps``
+    regression over the profiled steps and the burst's own forwards, plus the engine's own
+    time around each forward (scheduling, building the step's inputs, reading its tokens),
+    regressed on the burst's steps as a cost a step and a cost a sequence that emits."""
+    fitted = FittedSteps.fit(list(profiled) + _own_steps(burst))
+    heads = np.array([step.heads for step in burst.extra["steps"]], dtype=float)
+    spent = np.asarray(burst.extra["overhead_seconds"], dtype=float)
+    (per_step, per_head), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(heads), heads]),
+                                               spent, rcond=None)  # fmt: skip
+    if per_head < 0 or per_step < 0:  # a cost no step can have: the median, a step
+        per_step, per_head = float(np.median(spent)), 0.0
+    return fitted.with_step_cost(float(per_step), float(per_head))
+
+
 def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: int = 0,
              model=None) -> dict:  # fmt: skip
-    """Run the whole check; returns the fit (``"fitted"``, a ``FittedSteps``, and its
-    error), the capacity and per load the measured and simulated figures and step counts
-    (``report`` prints them), and the compared traces and policy (``resimulate`` reruns
-    them on another step model)."""
+    """Run the whole check; returns the profiled steps (``"profiled"``: (Step, seconds)), the
+    fit (``"fitted"``, a ``FittedSteps``, and its error on them), the predictive model
+    (``"predictive"``), the capacity and per load the measured,
+    predicted and calibrated figures and step counts (``report`` prints them), and the
+    compared traces and policy (``resimulate`` reruns them on another step model), and the
+    cores' worth of CPU time other processes used during each real run (``"others"``: where
+    it is large, the machine that served is not the one the profile measured)."""
     from helpers.serving.real import serve_real
 
     begin = time.perf_counter()
     model = model or fidelity_setup()
     load_before = os.getloadavg()[0]
+    clocks = cpu_seconds()
     profiled = profile_steps(model, work)
     memory = work.memory()
     policy = dict(policy="chunked", max_batch=work.max_batch, token_budget=work.token_budget)
@@ -134,20 +188,21 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
     serve_real(work.trace(1e6, seed + 99, 16), model, memory, **policy)  # warm the engine
     burst = serve_real(work.trace(1e6, seed + 1, 4 * work.max_batch), model, memory, **policy)
     capacity = len(burst.arrival) / burst.makespan
+    others_first = others_cores(clocks, cpu_seconds())  # during the profile and the burst
     # The fit sees the profiled shapes and the engine's own forwards (its block tables, its
     # cache's size and layout, which a profile in isolation does not have).
     fitted = FittedSteps.fit(profiled + _own_steps(burst))
     fit_error = max(abs(fitted(step) / seconds - 1) for step, seconds in profiled)
-    rows, overheads, stalls, traces = {}, {}, {}, {}
+    predictive = predictive_model(profiled, burst)
+    rows, predicted, overheads, stalls, traces, others = {}, {}, {}, {}, {}, {}
     for k, share in enumerate(loads):
-        # Just before each compared run, a short calibration run at the same load, on
-        # another draw: its forwards join the fit (the small, mixed batches of that load as
-        # the engine runs them), and its median time between forwards (arrivals, scheduling,
-        # inputs, tokens: it grows with the batch) is added to every step (Vidur models a
-        # step's CPU overhead so). Refitting per load also follows a shared CPU's speed,
-        # which drifts by several percent within a minute.
+        # Calibrated: just before each compared run, a short calibration run at the same
+        # load, on another draw: its forwards join the fit (the small, mixed batches of that
+        # load as the engine runs them), and its median time between forwards is added to
+        # every step (Vidur models a step's CPU overhead so). Refitting per load also
+        # follows a shared CPU's speed, which drifts by several percent within a minute.
         calibration = serve_real(work.trace(share * capacity, seed + 20 + k,
-                                            max(work.requests // 6, 2 * work.max_batch)),
+                                            max(work.requests // 6, work.max_batch)),
                                  model, memory, **policy)  # fmt: skip
         overheads[share] = float(np.median(calibration.extra["overhead_seconds"]))
         model_k = FittedSteps.fit(profiled + _own_steps(burst) + _own_steps(calibration))
@@ -160,13 +215,19 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
         stalls[share] = spent / sum(model_k(step) for step in calibration.extra["steps"])
         model_k = model_k.scaled(stalls[share])
         trace = work.trace(share * capacity, seed + 10 + k)
+        clocks = cpu_seconds()
         real = serve_real(trace, model, memory, **policy)
+        others[share] = others_cores(clocks, cpu_seconds())
         sim = simulate(trace, model_k, memory, **policy)
+        ahead = simulate(trace, predictive, memory, **policy)
         rows[share] = (figures(real), figures(sim), real.steps, sim.steps)
+        predicted[share] = (figures(ahead), ahead.steps)
         traces[share] = trace
     return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
-            "fitted": fitted, "traces": traces, "policy": policy,
-            "overheads": overheads, "stalls": stalls,
+            "profiled": profiled, "fitted": fitted, "predictive": predictive,
+            "predicted": predicted,
+            "traces": traces, "policy": policy, "overheads": overheads, "stalls": stalls,
+            "others": others, "others_first": others_first,
             "model": model.cfg.name, "device": str(next(model.parameters()).device),
             "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
             "seconds": time.perf_counter() - begin}  # fmt: skip
@@ -177,8 +238,13 @@ def _worst(pairs) -> float:
     return max(abs(sim[name] / real[name] - 1) for real, sim in pairs for name in METRICS)
 
 
-def worst_error(run: dict) -> float:
-    """The worst |sim/real - 1| of a ``fidelity`` run, over its loads and figures."""
+def worst_error(run: dict, kind: str = "calibrated") -> float:
+    """The worst |sim/real - 1| of a ``fidelity`` run, over its loads and figures, for one
+    of ``KINDS``: the calibrated simulation (refitted per load) or the predictive one."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "predictive":
+        return _worst((run["rows"][share][0], sim) for share, (sim, _) in run["predicted"].items())
     return _worst((real, sim) for real, sim, *_ in run["rows"].values())
 
 
@@ -202,30 +268,48 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def report(run: dict) -> str:
-    """The fidelity table: measured, simulated and their ratio per figure and load."""
+def _cores(busy: float | None) -> str:
+    return "unknown" if busy is None else f"{busy:.2f} cores"
+
+
+def report(run: dict, load_average: bool = True) -> str:
+    """The fidelity table: per figure and load, the measured value, then the predictive and
+    the calibrated simulation and each one's sim/real (``load_average``: print the
+    machine's load average before and after, as the command line does)."""
     w = run["work"]
-    lines = [f"{run['model']} on {run['device']}, {run['threads']} threads; load average "
-             f"{run['load'][0]:.1f} -> {run['load'][1]:.1f} on {os.cpu_count()} cores",
+    where = f"{run['model']} on {run['device']}, {run['threads']} threads"
+    if load_average:
+        where += (f"; load average {run['load'][0]:.1f} -> {run['load'][1]:.1f}, "
+                  f"{_usable_cores()} of {os.cpu_count()} cores usable")  # fmt: skip
+    lines = [where,
              f"chunked prefill, batch <= {w.max_batch}, budget {w.token_budget}; prompts ~"
              f"{w.prompt_mean}, outputs ~{w.output_mean} tokens (geometric); {w.requests} "
-             "requests a load",
-             f"step-time fit (profile and burst steps): worst error {run['fit_error']:.1%} "
-             f"on the profiled shapes; measured capacity {run['capacity']:.1f} requests/s; "
-             "refitted per load with a calibration run's steps, engine overhead "
-             + ", ".join(f"{o * 1e3:.2f} ms" for o in run["overheads"].values())
-             + " a step (added to the fit), time scaled for stalls by "
+             "requests a load; measured capacity "
+             f"{run['capacity']:.1f} requests/s (a burst)",
+             "predictive: one step-time fit to the profile and the burst, the engine's own "
+             f"time a step included, nothing refitted (worst {run['fit_error']:.1%} on the "
+             "profiled shapes; other processes meanwhile: "
+             + _cores(run.get("others_first")) + ")",
+             "calibrated: refitted per load on a short run at that load, its overhead "
+             + ", ".join(f"{o * 1e3:.2f}" for o in run["overheads"].values())
+             + " ms a step added, time scaled by "
              + ", ".join(f"{f:.3f}" for f in run["stalls"].values()),
-             f"{'load':>5} {'figure':<11}{'measured':>11}{'simulated':>11}{'sim/real':>9}"]
+             f"{'load':>5} {'figure':<11}{'measured':>11}{'predictive':>12}{'sim/real':>9}"
+             f"{'calibrated':>12}{'sim/real':>9}"]  # fmt: skip
     for share, (real, sim, real_steps, sim_steps) in run["rows"].items():
+        ahead, ahead_steps = run["predicted"][share]
         for name in METRICS:
-            ratio = sim[name] / real[name]
             unit, scale = ("tok/s", 1) if name == "throughput" else ("ms", 1e3)
-            lines.append(f"{share:>5.0%} {name:<11}{real[name] * scale:>8.2f} {unit:<3}"
-                         f"{sim[name] * scale:>8.2f}   {ratio:>7.2f}x")  # fmt: skip
-        lines.append(f"{'':>5} steps: real {real_steps}, simulated {sim_steps}")
-    worst = worst_error(run)
-    verdict = "within" if worst <= TOLERANCE else "NOT within"
-    lines.append(f"worst |sim/real - 1| = {worst:.1%}: {verdict} the {TOLERANCE:.0%} target; "
-                 f"{run['seconds']:.0f} s in all")  # fmt: skip
+            lines.append(f"{share:>5.0%} {name:<11}{real[name] * scale:>8.2f} {unit:<5}"
+                         f"{ahead[name] * scale:>8.2f}   {ahead[name] / real[name]:>7.2f}x"
+                         f"{sim[name] * scale:>10.2f}   {sim[name] / real[name]:>7.2f}x")
+        lines.append(f"{'':>5} steps: real {real_steps}, predictive {ahead_steps}, "
+                     f"calibrated {sim_steps}; other processes meanwhile: "
+                     + _cores(run.get("others", {}).get(share)))  # fmt: skip
+    for kind in KINDS:
+        worst = worst_error(run, kind)
+        verdict = "within" if worst <= TOLERANCE else "NOT within"
+        lines.append(f"{kind}: worst |sim/real - 1| = {worst:.1%}, {verdict} the "
+                     f"{TOLERANCE:.0%} target")  # fmt: skip
+    lines.append(f"{run['seconds']:.0f} s in all")
     return "\n".join(lines)

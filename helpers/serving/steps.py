@@ -250,12 +250,22 @@ class LinearSteps:
 FEATURES = ("step", "head", "chunk", "decode_key", "prefill_key")
 
 
+DENSE_KNOTS = 16
+"""Every token count up to this one is a knot of its own (``token_knots``): a decode step's
+rows are its batch, and below about 16 rows a CPU's matmul library changes kernel with the
+row count (on chapter 8's machine 2 and 3 rows take longer than 4 or 6), so no line between
+two knots would hold."""
+
+
 def token_knots(largest: int) -> tuple[int, ...]:
-    """1, 2, 4, … up to the first power of two at or above ``largest``: where the linear
-    layers' cost is fitted (``FittedSteps``)."""
-    knots = [1]
-    while knots[-1] < largest:
-        knots.append(2 * knots[-1])
+    """Where the linear layers' cost is fitted (``FittedSteps``): every token count 1 …
+    ``DENSE_KNOTS`` (or up to ``largest``, if smaller), then 24, 32, 48, 64, 96, …
+    (alternately ×1.5 and ×4/3) up to the first at or above ``largest``."""
+    positive = max(int(largest), 1)
+    knots = list(range(1, min(positive, DENSE_KNOTS) + 1))
+    while knots[-1] < positive:
+        last = knots[-1]
+        knots.append(last * 3 // 2 if last & (last - 1) == 0 else last * 4 // 3)
     return tuple(knots)
 
 
@@ -292,11 +302,12 @@ class FittedSteps:
     """A step-time model fitted to steps measured on a device (chapter 8's fidelity check;
     Vidur, Agrawal et al. MLSys 2024, profiles operators and fits them the same way):
     seconds = Σ coefficient × ``step_features``. The linear layers' time is fitted at each
-    of ``knots`` token counts and interpolated between them, not assumed linear in the
-    tokens: on a CPU a matmul of 2 rows can take longer than one of 8 (another kernel), which
-    a straight line misses by tens of percent. ``fit`` takes (Step, seconds) pairs; the
-    per-step constant (``step``) is left at 0 by the fit (the knots hold the fixed cost) for
-    a caller to add a cost the profile did not see, such as an engine's own overhead."""
+    of ``knots`` token counts (``token_knots``: every count up to 16) and interpolated
+    between them, not assumed linear in the tokens: on a CPU a matmul of 2 rows can take
+    longer than one of 8 (another kernel), which a straight line misses by tens of percent.
+    ``fit`` takes (Step, seconds) pairs; the per-step constant (``step``) is left at 0 by the
+    fit (the knots hold the fixed cost) for a caller to add a cost the profile did not see,
+    such as an engine's own overhead."""
 
     def __init__(self, coefficients: Sequence[float], knots: Sequence[int] = (1,)) -> None:
         knots = tuple(int(k) for k in knots)
@@ -313,10 +324,14 @@ class FittedSteps:
         """Least squares on relative error (each row divided by its time, so a 1 ms step
         counts as much as a 100 ms one), with coefficients kept ≥ 0: a feature whose
         coefficient comes out negative is dropped and the rest refitted. The knots run up to
-        the largest step measured."""
+        the largest step measured, and only those a measured step touches are kept: a knot
+        between two measured ones with no step of its own would be fitted at 0, and a step
+        there interpolated towards it."""
         if not measured:
             raise ValueError("fit needs measured steps, got none")
         knots = token_knots(max(s.tokens for s, _ in measured))
+        touched = np.any([token_weights(s.tokens, knots) != 0 for s, _ in measured], axis=0)
+        knots = tuple(k for k, used in zip(knots, touched, strict=True) if used)
         width = len(FEATURES) + len(knots)
         if len(measured) < width - 1:
             raise ValueError(f"fit needs at least {width - 1} measured steps for {len(knots)} "
@@ -339,10 +354,12 @@ class FittedSteps:
         coefficients[active] = solution
         return cls(coefficients, knots)
 
-    def with_step_cost(self, seconds: float) -> FittedSteps:
-        """The same model with ``seconds`` more in every step."""
+    def with_step_cost(self, seconds: float, per_head: float = 0.0) -> FittedSteps:
+        """The same model with ``seconds`` more in every step, and ``per_head`` more for
+        each sequence that emits a token in it (an engine's own time around a forward)."""
         extra = np.zeros(len(self.coefficients))
         extra[FEATURES.index("step")] = seconds
+        extra[FEATURES.index("head")] = per_head
         return FittedSteps(self.coefficients + extra, self.knots)
 
     def scaled(self, factor: float) -> FittedSteps:

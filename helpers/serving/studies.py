@@ -1,11 +1,13 @@
 """Experiments on the simulator that chapters 7 and 8 report and explore: the vLLM paper's
-KV-usage finding, a long prompt stalling a batch of decodes, and a prefix cache's TTFT."""
+KV-usage finding, a long prompt stalling a batch of decodes (on the simulator, and by hand
+on a linear step model), and a prefix cache's TTFT."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from helpers._validate import positive_int
+from helpers.flops import attended_keys
 from helpers.models import ModelConfig
 from helpers.serving.engine import roofline_engine, simulate
 from helpers.serving.kv import (
@@ -116,6 +118,43 @@ def prefill_stall_study(
                           token_budget=budget)  # fmt: skip
         gaps[name], ttft[name] = np.array(log), float(result.ttft[-1])
     return gaps, ttft
+
+
+COST_TERMS = ("fixed", "per_token", "per_key")
+
+
+def chunked_prefill(prompt_tokens: int, decodes: int, context: int, token_budget: int,
+                    cost: dict[str, float]) -> dict[str, float | int]:  # fmt: skip
+    """One long prompt prefilled under Sarathi-Serve's rule beside a batch of decodes, on a
+    linear step model (chapter 8's first exercise).
+
+    Every step carries the ``decodes`` running sequences first (one token each; their caches
+    start at ``context`` tokens and grow by one a step), then the prompt's next chunk: what is
+    left of ``token_budget``, or the prompt's remainder. A step costs ``cost["fixed"]`` +
+    ``cost["per_token"]`` per token through the linear layers + ``cost["per_key"]`` per
+    query-key pair: a decode holding c tokens attends to c + 1 keys, a chunk of n tokens after
+    b cached to n·b + n(n + 1)/2 (causal, ``flops.attended_keys``), which is where a chunk
+    re-reads the chunks before it. Returns ``"steps"`` (the prompt's), ``"ttft"`` (their
+    seconds, the first's start to the last's end) and ``"worst_gap"`` (the longest: the
+    longest a decoding stream waits for a token meanwhile)."""
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(token_budget, "token_budget")
+    for value, name in ((decodes, "decodes"), (context, "context")):
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if token_budget <= decodes:
+        raise ValueError(f"a budget of {token_budget} leaves no room beside {decodes} decodes")
+    if set(cost) != set(COST_TERMS) or min(cost.values()) < 0:
+        raise ValueError(f"cost needs the terms {COST_TERMS}, each >= 0, got {cost!r}")
+    room = token_budget - decodes
+    seconds = []
+    for step, done in enumerate(range(0, prompt_tokens, room)):
+        new = min(room, prompt_tokens - done)
+        keys = attended_keys(new, done, "causal") + decodes * (context + step + 1)
+        seconds.append(cost["fixed"] + cost["per_token"] * (new + decodes)
+                       + cost["per_key"] * keys)  # fmt: skip
+    return {"steps": len(seconds), "ttft": float(sum(seconds)),
+            "worst_gap": float(max(seconds))}  # fmt: skip
 
 
 # ------------------------------------------------------------------ a prefix cache

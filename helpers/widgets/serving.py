@@ -234,7 +234,7 @@ def draw_spec(ax, view: SpecView) -> None:
     ax.plot(view.gammas, view.tokens, marker=".", ls=":", label="tokens per target pass")
     ax.axvline(view.best, color="gray", ls="--", label=f"best gamma = {view.best}")
     ax.set(xlabel="gamma (draft tokens per pass)", ylabel="x plain decoding",
-           title=f"alpha = {view.alpha:g}, draft cost c = {view.c:g}")
+           title=f"alpha = {view.alpha:g}, draft cost r = {view.c:g}")
     ax.legend(fontsize=8)
 
 

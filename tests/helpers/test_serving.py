@@ -592,23 +592,30 @@ def test_a_request_preempted_on_a_decode_engine_recomputes_and_keeps_its_tokens(
 
 def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
     # Step times made by a known model (50 µs a head, no per-chunk cost, 0.1 µs a decode key,
-    # 0.02 µs a prompt key, and linear layers that cost 2 ms for 1 token, 4 ms for 2, as a
-    # kernel change does, then 3 ms for 4 ... ) are fitted back: the same time on every step.
+    # 0.02 µs a prompt key, and linear layers that cost 2 ms for 1 token, 4 ms for 2 and 3.8
+    # for 3, as a kernel change does, then 3 ms for 4 and 20 µs a token more ... ) are fitted
+    # back: the same time on every step.
     knots = serving.steps.token_knots(256)
-    layers = [2e-3, 4e-3, 3e-3, 3.2e-3, 3.5e-3, 4e-3, 5e-3, 7e-3, 11e-3]
+    assert knots[:17] == (*range(1, 17), 24) and knots[-1] == 256
+    layers = [2e-3, 4e-3, 3.8e-3] + [3e-3 + 2e-5 * t for t in knots[3:]]
     truth = serving.steps.FittedSteps([0.0, 5e-5, 0.0, 1e-7, 2e-8] + layers, knots)
-    shapes = [Step((), b, b * c, b) for b in (1, 2, 4, 8, 16) for c in (10, 300)]
-    shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 32, 64, 128, 256) for k in (0, 100)]
+    shapes = [Step((), b, b * c, b) for b in range(1, 17) for c in (10, 300)]
+    shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 24, 32, 48, 64, 96, 128, 192, 256)
+               for k in (0, 100)]
     shapes += [Step(((96, 0),), 8, 800, 9), Step(((32, 64),), 4, 1200, 4)]
     fitted = serving.steps.FittedSteps.fit([(s, truth(s)) for s in shapes])
     assert fitted.knots == knots
     assert [fitted(s) for s in shapes] == pytest.approx([truth(s) for s in shapes], rel=1e-6)
     # Between knots the linear layers' time is interpolated; past the last, extrapolated.
     assert fitted(Step((), 3, 30, 3)) == pytest.approx(truth(Step((), 3, 30, 3)), rel=1e-6)
+    assert fitted(Step(((36, 0),), 0, 0, 1)) == pytest.approx(truth(Step(((36, 0),), 0, 0, 1)),
+                                                              rel=1e-6)
     assert fitted(Step(((300, 0),), 0, 0, 1)) > fitted(Step(((256, 0),), 0, 0, 1))
     run = fitted.decode_run(6, 600, 5)
     assert run == pytest.approx([fitted(Step((), 6, 600 + 6 * k, 6)) for k in range(5)])
     assert fitted.with_step_cost(1e-3)(shapes[0]) == pytest.approx(fitted(shapes[0]) + 1e-3)
+    both = fitted.with_step_cost(1e-3, 2e-4)(Step((), 5, 50, 5))
+    assert both == pytest.approx(fitted(Step((), 5, 50, 5)) + 1e-3 + 5 * 2e-4)
     slower = fitted.with_step_cost(1e-3).scaled(1.05)
     assert [slower(s) for s in shapes] == pytest.approx([1.05 * (fitted(s) + 1e-3) for s in shapes])
     with pytest.raises(ValueError, match="factor must be positive"):
@@ -636,3 +643,15 @@ def test_spec_tpot_on_the_roofline():
         qwen, half, h100, 1, 2048, 0.8, 0)
     with pytest.raises(ValueError, match="gamma"):
         serving.spec_tpot(qwen, half, h100, 1, 2048, 0.8, -1)
+
+
+def test_a_knot_no_measured_step_touches_is_left_out_not_fitted_at_zero():
+    # Decode batches 1, 2, 4, 8 and 16 only: knots 3, 5-7 and 9-15 have no step of their own;
+    # a 3-token step is read between the knots at 2 and 4, not towards a knot fitted at 0.
+    shapes = [Step((), b, b * c, b) for b in (1, 2, 4, 8, 16) for c in (10, 300)]
+    shapes += [Step(((p, 0),), 0, 0, 1) for p in (24, 32, 64)]
+    truth = serving.steps.LinearSteps(fixed=2e-3, per_token=1e-4, per_context=1e-7)
+    fitted = serving.steps.FittedSteps.fit([(s, truth(s)) for s in shapes])
+    assert fitted.knots == (1, 2, 4, 8, 16, 24, 32, 64)
+    three = Step((), 3, 90, 3)
+    assert fitted(three) == pytest.approx(truth(three), rel=0.05)

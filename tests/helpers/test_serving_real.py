@@ -70,9 +70,9 @@ def test_real_engine_refuses_what_it_cannot_run(model):
 
 
 def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
-    """The benchmark's whole path (profile, burst, fit, per-load calibration and refit, real
-    and simulated runs, report) on a small workload. Its accuracy depends on the machine:
-    the benchmark prints it."""
+    """The benchmark's whole path (profile, burst, fit, the predictive simulation, per-load
+    calibration and refit, real and simulated runs, report) on a small workload. Its
+    accuracy depends on the machine: the benchmark prints it."""
     from helpers.serving import fidelity
 
     work = fidelity.Workload(prompt_mean=16, output_mean=4, max_batch=4, token_budget=32,
@@ -84,5 +84,13 @@ def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
     assert real_steps > 0 and sim_steps > 0 and run["capacity"] > 0
     # refitted at that load: the engine's own time a step, and the stalls' factor
     assert run["overheads"][0.5] > 0 and run["stalls"][0.5] > 0
+    # predictive: the one fit, nothing refitted at the load; reported beside calibrated
+    (ahead, ahead_steps), = run["predicted"].values()
+    assert set(ahead) == set(fidelity.METRICS) and ahead_steps > 0
+    assert run["predictive"] is not run["fitted"] and len(run["profiled"]) > 10
+    for kind in fidelity.KINDS:
+        assert fidelity.worst_error(run, kind) >= 0
     text = fidelity.report(run)
     assert "worst |sim/real - 1|" in text and "50% tpot_p90" in text
+    assert "predictive: worst" in text and "calibrated: worst" in text
+    assert "load average" in text and "load average" not in fidelity.report(run, False)

@@ -101,7 +101,7 @@ def test_draw_spec_marks_the_best_gamma():
     assert np.allclose(speedup.get_ydata(), view.speedup)
     assert np.allclose(tokens.get_ydata(), view.tokens)
     assert list(best.get_xdata()) == [view.best, view.best]
-    assert ax.get_title() == "alpha = 0.6, draft cost c = 0.1"
+    assert ax.get_title() == "alpha = 0.6, draft cost r = 0.1"
     plt.close(fig)
 
 

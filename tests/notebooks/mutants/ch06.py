@@ -12,16 +12,16 @@ def decode_attention_step(q, k_new, v_new, k_cache, v_cache, pos):
     {body}
 '''
 
-_PREDICT = '''
-def predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens):
+_LONGEST = '''
+def longest_answer(ttft_curve, tpot_curve, prompt_tokens, budget):
     def read(curve, x):
         points = sorted(curve.items())
         if x <= points[0][0]:
-            return float(points[0][1])
+            return points[0][1]
         for (x0, y0), (x1, y1) in zip(points, points[1:]):
             if x <= x1:
-                return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
-        return float(points[-1][1])
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return points[-1][1]
 
     {body}
 '''
@@ -48,8 +48,8 @@ def _attention(body: str) -> str:
     return _ATTENTION.format(body=_indent(body))
 
 
-def _predict(body: str) -> str:
-    return _PREDICT.format(body=_indent(body))
+def _longest(body: str) -> str:
+    return _LONGEST.format(body=_indent(body))
 
 
 def _fifo(body: str) -> str:
@@ -125,35 +125,75 @@ scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
 return scores.softmax(dim=-1) @ values, k_cache, v_cache
 '''),
     },
-    "ch06_predict_e2e": {
-        "one TPOT, read at the prompt length, for every step": _predict('''
-return read(ttft_curve, prompt_tokens) + (output_tokens - 1) * read(tpot_curve, prompt_tokens)
+    "ch06_longest_answer": {
+        "every step at the prompt's TPOT (the context never grows)": _longest('''
+clock, tokens = read(ttft_curve, prompt_tokens), 0
+while clock <= budget:
+    tokens += 1
+    clock += read(tpot_curve, prompt_tokens)
+return tokens
 '''),
-        "each step's context one token too many": _predict('''
-total = read(ttft_curve, prompt_tokens)
-for step in range(1, output_tokens):
-    total += read(tpot_curve, prompt_tokens + step)
-return total
+        "each step's cache one token too long (the token it feeds in counted)": _longest('''
+clock, tokens = read(ttft_curve, prompt_tokens), 0
+while clock <= budget:
+    tokens += 1
+    clock += read(tpot_curve, prompt_tokens + tokens)
+return tokens
 '''),
-        "n decode steps, not n − 1 (the first token counted twice)": _predict('''
-total = read(ttft_curve, prompt_tokens)
-for step in range(1, output_tokens + 1):
-    total += read(tpot_curve, prompt_tokens + step - 1)
-return total
+        "the first token costs a decode step too (TTFT + n TPOT)": _longest('''
+clock, tokens = read(ttft_curve, prompt_tokens), 0
+while clock + read(tpot_curve, prompt_tokens + tokens) <= budget:
+    clock += read(tpot_curve, prompt_tokens + tokens)
+    tokens += 1
+return tokens
+'''),
+        "the first token is always granted": _longest('''
+clock, tokens = read(ttft_curve, prompt_tokens), 1
+while clock + read(tpot_curve, prompt_tokens + tokens - 1) <= budget:
+    clock += read(tpot_curve, prompt_tokens + tokens - 1)
+    tokens += 1
+return tokens
+'''),
+        "a token exactly at the budget counts as late": _longest('''
+clock, tokens = read(ttft_curve, prompt_tokens), 0
+while clock < budget:
+    tokens += 1
+    clock += read(tpot_curve, prompt_tokens + tokens - 1)
+return tokens
+'''),
+        "budget / TPOT: the prefill left out": _longest('''
+return int(budget // read(tpot_curve, prompt_tokens))
 '''),
         "nearest measured point instead of a linear read": '''
-def predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens):
+def longest_answer(ttft_curve, tpot_curve, prompt_tokens, budget):
     def read(curve, x):
-        return float(curve[min(curve, key=lambda point: abs(point - x))])
+        return curve[min(curve, key=lambda point: abs(point - x))]
 
-    total = read(ttft_curve, prompt_tokens)
-    for step in range(1, output_tokens):
-        total += read(tpot_curve, prompt_tokens + step - 1)
-    return total
+    clock, tokens = read(ttft_curve, prompt_tokens), 0
+    while clock <= budget:
+        tokens += 1
+        clock += read(tpot_curve, prompt_tokens + tokens - 1)
+    return tokens
+''',
+        "the curves carried on past their ends": '''
+def longest_answer(ttft_curve, tpot_curve, prompt_tokens, budget):
+    def read(curve, x):
+        points = sorted(curve.items())
+        if len(points) == 1:
+            return points[0][1]
+        pair = next(((a, b) for a, b in zip(points, points[1:]) if x <= b[0]), points[-2:])
+        (x0, y0), (x1, y1) = pair
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+    clock, tokens = read(ttft_curve, prompt_tokens), 0
+    while clock <= budget:
+        tokens += 1
+        clock += read(tpot_curve, prompt_tokens + tokens - 1)
+    return tokens
 ''',
         "hard-codes the visible answers": '''
-def predict_e2e(ttft_curve, tpot_curve, prompt_tokens, output_tokens):
-    return 0.42401
+def longest_answer(ttft_curve, tpot_curve, prompt_tokens, budget):
+    return 3 if budget > 0.4 else 0
 ''',
     },
     "ch06_fifo_first_tokens": {

@@ -6,28 +6,32 @@ visible answers); it must run without crashing and be rejected by the checkers.
 
 CHAPTER = "07_batching"
 
-_SWEEP = '''
-def sweep_summary(step_seconds, tpot_slo):
-    tpot = {{batch: float(seconds) for batch, seconds in sorted(step_seconds.items())}}
-    throughput = {{batch: {rate} for batch, seconds in tpot.items()}}
-    tpot = {{batch: {latency} for batch, seconds in tpot.items()}}
-    best = None
-    for batch in tpot:
-        if {meets} and (best is None or {better}):
-            best = batch
-    return {{"tpot": tpot, "throughput": throughput, "best_batch": best}}
+_AT = '''
+def batch_at_context(step_seconds, context, serve_context, kv_bytes_per_token, bandwidth,
+                     kv_room, tpot_slo):
+    extra_read = {extra}
+    best, best_rate = None, 0.0
+    for batch in {order}:
+        step = {step}
+        fits = {fits}
+        if fits and {meets} and {better}:
+            best, best_rate = batch, {rate}
+    return best
 '''
 
-_SWEEP_RIGHT = {
-    "rate": "batch / seconds",
-    "latency": "seconds",
-    "meets": "tpot[batch] <= tpot_slo",
-    "better": "throughput[batch] > throughput[best]",
+_AT_RIGHT = {
+    "extra": "(serve_context - context) * kv_bytes_per_token / bandwidth",
+    "order": "sorted(step_seconds)",
+    "step": "step_seconds[batch] + batch * extra_read",
+    "fits": "batch * serve_context * kv_bytes_per_token <= kv_room",
+    "meets": "step <= tpot_slo",
+    "better": "batch / step > best_rate",
+    "rate": "batch / step",
 }
 
 
-def _sweep(**wrong):
-    return _SWEEP.format(**(_SWEEP_RIGHT | wrong))
+def _at(**wrong):
+    return _AT.format(**(_AT_RIGHT | wrong))
 
 
 _KNEE = '''
@@ -136,17 +140,25 @@ def _prefill(**wrong):
 
 
 MUTANTS = {
-    "ch07_sweep_summary": {
-        "throughput per request (1 / step), not aggregate": _sweep(rate="1 / seconds"),
-        "TPOT as the step shared out (step / B)": _sweep(latency="seconds / batch"),
-        "best batch ignores the TPOT target": _sweep(meets="True"),
-        "best batch = the largest that meets the target": _sweep(better="True"),
-        "the target as a strict bound (<)": _sweep(meets="tpot[batch] < tpot_slo"),
-        "a tie goes to the larger batch": _sweep(better="throughput[batch] >= throughput[best]"),
+    "ch07_batch_at_context": {
+        "the sweep read as is: the context ignored": _at(extra="0.0"),
+        "the extra KV read once a step, not once a sequence": _at(
+            step="step_seconds[batch] + extra_read"),
+        "the whole new cache added, as if the sweep read none": _at(
+            extra="serve_context * kv_bytes_per_token / bandwidth"),
+        "every sequence's extra read scaled by the batch twice (B^2)": _at(
+            step="step_seconds[batch] + batch * batch * extra_read"),
+        "memory ignored": _at(fits="True"),
+        "memory checked at the sweep's context": _at(
+            fits="batch * context * kv_bytes_per_token <= kv_room"),
+        "the largest batch that meets both, not the most tokens/s": _at(
+            better="True", rate="0.0"),
+        "TPOT as the step shared out (step / B)": _at(meets="step / batch <= tpot_slo"),
+        "a tie goes to the larger batch": _at(better="batch / step >= best_rate"),
         "hard-codes the visible answers": '''
-def sweep_summary(step_seconds, tpot_slo):
-    tpot = {batch: float(seconds) for batch, seconds in step_seconds.items()}
-    return {"tpot": tpot, "throughput": {b: b / t for b, t in tpot.items()}, "best_batch": 32}
+def batch_at_context(step_seconds, context, serve_context, kv_bytes_per_token, bandwidth,
+                     kv_room, tpot_slo):
+    return 32 if kv_room > 2e10 else 8
 ''',
     },
     "ch07_quantized_knee": {

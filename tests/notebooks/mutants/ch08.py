@@ -6,24 +6,35 @@ visible answers); it must run without crashing and be rejected by the checkers.
 
 CHAPTER = "08_serving"
 
-_CHUNKS = '''
-def chunk_schedule(decodes, prompts, token_budget):
-    room = {room}
-    chunks = []
-    for prompt_tokens, done in prompts:
-        if room <= 0:
-            break
-        take = min(prompt_tokens - done, room)
-        chunks.append({chunk})
-        room -= {spent}
-    return chunks
+_PREFILL = '''
+def chunked_prefill(prompt_tokens, decodes, context, token_budget, cost):
+    chunk = {chunk}
+    done, steps, ttft, worst = 0, 0, 0.0, 0.0
+    while done < prompt_tokens:
+        new = min(chunk, prompt_tokens - done)
+        decode_keys = {decode_keys}
+        chunk_keys = {chunk_keys}
+        seconds = (cost["fixed"] + cost["per_token"] * ({tokens})
+                   + cost["per_key"] * (decode_keys + chunk_keys))
+        ttft += {counted}
+        worst = {worst}
+        done += new
+        steps += 1
+    return {{"steps": steps, "ttft": ttft, "worst_gap": worst}}
 '''
 
-_CHUNKS_RIGHT = {"room": "token_budget - decodes", "chunk": "(take, done)", "spent": "take"}
+_PREFILL_RIGHT = {
+    "chunk": "token_budget - decodes",
+    "decode_keys": "decodes * (context + steps + 1)",
+    "chunk_keys": "new * done + new * (new + 1) // 2",
+    "tokens": "decodes + new",
+    "counted": "seconds",
+    "worst": "max(worst, seconds)",
+}
 
 
-def _chunks(**wrong):
-    return _CHUNKS.format(**(_CHUNKS_RIGHT | wrong))
+def _prefill(**wrong):
+    return _PREFILL.format(**(_PREFILL_RIGHT | wrong))
 
 
 _HITS = '''
@@ -83,7 +94,7 @@ def _transfer(**wrong):
 
 
 _LARGEST = '''
-def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+def spec_largest_batch(costs, alpha, gamma, r, max_batch):
     def pass_seconds(batch, queries):
         linear = max(queries * batch * costs["linear_flops"] / costs["peak"],
                      costs["weight_bytes"] / costs["bandwidth"])
@@ -104,7 +115,7 @@ _LARGEST_RIGHT = {
     "kv_read": "batch",
     "total": "linear + attention",
     "tokens": "(1 - alpha ** (gamma + 1)) / (1 - alpha)",
-    "draft": "gamma * c * plain",
+    "draft": "gamma * r * plain",
     "verify": "pass_seconds(batch, gamma + 1)",
     "pays": "<",
 }
@@ -115,43 +126,24 @@ def _largest(**wrong):
 
 
 MUTANTS = {
-    "ch08_chunk_schedule": {
-        "the decodes are not taken out of the budget": _chunks(room="token_budget"),
-        "off by one: the budget minus the decodes minus one": _chunks(
-            room="token_budget - decodes - 1"),
-        "every prompt capped by the budget on its own": _chunks(spent="0"),
-        "cached before counts the chunk itself": _chunks(chunk="(take, done + take)"),
-        "one prompt per iteration": '''
-def chunk_schedule(decodes, prompts, token_budget):
-    room = token_budget - decodes
-    if room <= 0 or not prompts:
-        return []
-    prompt_tokens, done = prompts[0]
-    return [(min(prompt_tokens - done, room), done)]
-''',
-        "a prompt that does not fit is skipped for the next one": '''
-def chunk_schedule(decodes, prompts, token_budget):
-    room = token_budget - decodes
-    chunks = []
-    for prompt_tokens, done in prompts:
-        if room <= 0:
-            break
-        if prompt_tokens - done > room and chunks:
-            continue
-        take = min(prompt_tokens - done, room)
-        chunks.append((take, done))
-        room -= take
-    return chunks
-''',
+    "ch08_chunked_prefill": {
+        "the decodes are not taken out of the budget": _prefill(chunk="token_budget"),
+        "no re-read: a chunk attends only to itself": _prefill(
+            chunk_keys="new * (new + 1) // 2"),
+        "a chunk attends to the whole prompt (not causal)": _prefill(
+            chunk_keys="new * prompt_tokens"),
+        "each chunk token sees all of its chunk (square, not causal)": _prefill(
+            chunk_keys="new * done + new * new"),
+        "the decodes' caches never grow": _prefill(decode_keys="decodes * (context + 1)"),
+        "a decode attends to its cache but not to itself": _prefill(
+            decode_keys="decodes * (context + steps)"),
+        "the decodes' tokens left out of the linear layers": _prefill(tokens="new"),
+        "TTFT counts only the prompt's share of each step": _prefill(
+            counted="cost['per_token'] * new + cost['per_key'] * chunk_keys + cost['fixed']"),
+        "the worst gap is the last step": _prefill(worst="seconds"),
         "hard-codes the visible answers": '''
-def chunk_schedule(decodes, prompts, token_budget):
-    known = {
-        (1, ((8, 0),), 4): [(3, 0)],
-        (1, ((8, 3),), 4): [(3, 3)],
-        (1, ((8, 6),), 4): [(2, 6)],
-        (2, ((5, 3), (10, 0), (7, 0)), 8): [(2, 3), (4, 0)],
-    }
-    return list(known.get((decodes, tuple(map(tuple, prompts)), token_budget), []))
+def chunked_prefill(prompt_tokens, decodes, context, token_budget, cost):
+    return {"steps": 3, "ttft": 5.57, "worst_gap": 2.0}
 ''',
     },
     "ch08_prefix_hit_blocks": {
@@ -238,10 +230,10 @@ def kv_transfer_seconds(cfg, prompt_tokens, link, dtype="bf16", prefill_seconds=
         "verification priced as one plain step (the batch-1 assumption)": _largest(
             verify="plain"),
         "a draft step priced at the verification pass": _largest(
-            draft="gamma * c * pass_seconds(batch, gamma + 1)"),
+            draft="gamma * r * pass_seconds(batch, gamma + 1)"),
         "a tie counts as paying": _largest(pays="<="),
         "the first batch where it stops paying": '''
-def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+def spec_largest_batch(costs, alpha, gamma, r, max_batch):
     def pass_seconds(batch, queries):
         linear = max(queries * batch * costs["linear_flops"] / costs["peak"],
                      costs["weight_bytes"] / costs["bandwidth"])
@@ -252,12 +244,12 @@ def spec_largest_batch(costs, alpha, gamma, c, max_batch):
     tokens = gamma + 1 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
     for batch in range(1, max_batch + 1):
         plain = pass_seconds(batch, 1)
-        if (gamma * c * plain + pass_seconds(batch, gamma + 1)) / tokens >= plain:
+        if (gamma * r * plain + pass_seconds(batch, gamma + 1)) / tokens >= plain:
             return batch
     return max_batch
 ''',
         "hard-codes the visible answers": '''
-def spec_largest_batch(costs, alpha, gamma, c, max_batch):
+def spec_largest_batch(costs, alpha, gamma, r, max_batch):
     if costs["kv_bytes"] == 0:
         return min(74, max_batch)
     return 161 if costs["kv_bytes"] < 1e8 else max_batch
