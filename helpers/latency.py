@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from helpers._validate import positive_int
 from helpers.flops import forward_flops, matmul_flops
 from helpers.hardware import HardwareSpec
-from helpers.memory import dtype_bytes, forward_bytes, linear_bytes
+from helpers.memory import dtype_bytes, forward_bytes, linear_bytes, max_concurrent_sequences
 from helpers.models import ModelConfig
 from helpers.roofline import (
     RooflineTime,
@@ -42,6 +42,8 @@ __all__ = [
     "e2e_fixed_tpot",
     "phase_speedups",
     "upgrade_speedups",
+    "flops_to_match",
+    "batch_at_load",
     "interpolate",
     "predict_e2e",
     "longest_answer",
@@ -188,6 +190,76 @@ def upgrade_speedups(
             "bandwidth": before / bandwidth}  # fmt: skip
 
 
+
+def flops_to_match(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, output_tokens: int, batch: int,
+    bandwidth_factor: float, dtype: str = "bf16",
+) -> float | None:  # fmt: skip
+    """The factor by which ``hw``'s peak FLOP/s must grow for ``batch`` requests served
+    together (the run of ``upgrade_speedups``) to finish as fast as on a chip with
+    ``bandwidth_factor`` times the bandwidth (chapter 9): the smallest f >= 1 with
+    Σ max(compute / f, memory) <= Σ max(compute, memory / bandwidth_factor) over the run's
+    parts. None when no f can: more FLOP/s never take a part below its memory time, so the
+    run never beats Σ memory. Found by bisection on f (the time falls as f grows)."""
+    if not bandwidth_factor > 0:
+        raise ValueError(f"bandwidth_factor must be positive, got {bandwidth_factor!r}")
+    positive_int(output_tokens, "output_tokens")
+    parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
+    for step in range(1, output_tokens):
+        parts += decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()
+
+    def run(flops_factor: float) -> float:
+        return sum(max(p.compute_seconds / flops_factor, p.memory_seconds) for p in parts)
+
+    target = sum(max(p.compute_seconds, p.memory_seconds / bandwidth_factor) for p in parts)
+    if run(1.0) <= target:
+        return 1.0
+    if sum(p.memory_seconds for p in parts) > target * (1 + 1e-12):
+        return None
+    low, high = 1.0, 2.0
+    while run(high) > target * (1 + 1e-13):
+        low, high = high, 2 * high
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (low, middle) if run(middle) <= target else (middle, high)
+        if high - low <= 1e-14 * high:
+            break
+    return high
+
+
+def batch_at_load(
+    cfg: ModelConfig, hw: HardwareSpec, context: int, rate: float, decode_steps: int,
+    dtype: str = "bf16",
+) -> dict[str, float] | None:  # fmt: skip
+    """The batch a continuous-batching engine settles at under a load, and its TPOT
+    (chapter 9). ``rate`` requests/s each need ``decode_steps`` decode steps, every sequence
+    at ``context`` cached tokens; a step of B sequences takes ``decode_step_time``. By
+    Little's law the engine holds rate · decode_steps · TPOT sequences, and TPOT is the step
+    of the batch it holds: it settles at the smallest B >= 1 with
+    B >= rate · decode_steps · step(B) (below it sequences pile up, above it they drain).
+    Returns ``{"batch": B, "tpot": step(B)}``, or None when no B that fits in memory
+    (``max_concurrent_sequences``) keeps up.
+
+    B / step(B), the tokens a second a batch of B turns out, never falls as B grows (the
+    step's fixed part, the weights' read, is shared), so the batches that keep up run from
+    the first one to the memory's cap: found by bisection."""
+    if not rate > 0:
+        raise ValueError(f"rate must be positive, got {rate!r}")
+    positive_int(decode_steps, "decode_steps")
+    cap = max_concurrent_sequences(cfg, hw.memory_bytes, context, dtype)
+
+    def keeps_up(batch: int) -> bool:
+        return batch - rate * decode_steps * decode_step_time(cfg, hw, batch, context, dtype) >= 0
+
+    if cap < 1 or not keeps_up(cap):
+        return None
+    first, last = 1, cap
+    while first < last:
+        middle = (first + last) // 2
+        first, last = (first, middle) if keeps_up(middle) else (middle + 1, last)
+    return {"batch": first, "tpot": decode_step_time(cfg, hw, first, context, dtype)}
+
+
 # Predicted from curves measured on a device, and behind a queue (chapter 6).
 
 
@@ -224,6 +296,7 @@ def predict_e2e(
     for step in range(1, output_tokens):
         total += interpolate(tpot_curve, prompt_tokens + step - 1)
     return total
+
 
 def longest_answer(
     ttft_curve: Mapping[int, float],
@@ -412,6 +485,7 @@ def sweep_summary(step_seconds: Mapping[int, float], tpot_slo: float) -> dict:
     meeting = [b for b in batches if tpot[b] <= tpot_slo]
     best = max(meeting, key=lambda b: (throughput[b], -b)) if meeting else None
     return {"tpot": tpot, "throughput": throughput, "best_batch": best}
+
 
 def batch_at_context(
     step_seconds: Mapping[int, float], context: int, serve_context: int,

@@ -47,6 +47,7 @@ from helpers.serving.planner import (
 )
 from helpers.serving.scheduler import schedule_step
 from helpers.serving.spec import (
+    greedy_verify,
     random_draft_pair,
     spec_largest_batch,
     spec_monte_carlo,
@@ -95,6 +96,7 @@ __all__ = [
     "random_draft_pair",
     "spec_monte_carlo",
     "spec_tpot",
+    "greedy_verify",
     "spec_largest_batch",
     "verify_costs",
     "Scenario",

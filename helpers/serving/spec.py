@@ -1,13 +1,15 @@
 """Speculative decoding, every formula of it in one room: the closed forms of Leviathan et
 al. (tokens a pass, speedup, the best γ; chapter 8), the largest batch at which it pays
 (``verify_costs``, ``spec_largest_batch``; chapter 8), real rejection sampling to check them
-(``spec_monte_carlo``), and its TPOT on the roofline step model (``spec_tpot``; chapter 9)."""
+(``spec_monte_carlo``), its TPOT on the roofline step model (``spec_tpot``; chapter 9) and
+greedy verification of a draft from one target pass's logits (``greedy_verify``; chapter 9)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import torch
 
 from helpers._validate import non_negative_int, positive_int
 from helpers.flops import attention_flops_per_key, param_count
@@ -208,3 +210,27 @@ def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: 
     verify = RooflineSteps(target, hw, dtype)(
         Step(((gamma + 1, context),) * batch, 0, 0, batch * (gamma + 1)))
     return float((drafting + verify) / spec_expected_tokens(alpha, gamma))
+
+
+def greedy_verify(logits: torch.Tensor, drafts: torch.Tensor) -> list[list[int]]:
+    """The tokens one target pass vouches for under greedy decoding (chapter 9).
+
+    ``drafts`` [B, γ] (long): each sequence's γ draft tokens. ``logits`` [B, γ + 1, V]: the
+    target's logits from one pass over each sequence's last accepted token followed by its
+    drafts, so row j scores the token after the j-th of those γ + 1 (a causal model's logits
+    at a position score the next token). Greedy decoding would emit argmax(row 0); draft j
+    stands while it equals argmax(row j) and every draft before it stood; the pass then adds
+    the target's own argmax at the first draft that fell, or at row γ when none did (the
+    bonus). Returns, per sequence, the 1 … γ + 1 tokens the target alone would have produced
+    next: exactly what serial greedy decoding gives, from one pass (Leviathan et al.'s rule
+    at temperature 0)."""
+    if logits.dim() != 3 or drafts.dim() != 2 or logits.shape[:2] != (
+            drafts.shape[0], drafts.shape[1] + 1):  # fmt: skip
+        raise ValueError(f"logits must be [B, γ + 1, V] for drafts [B, γ], got "
+                         f"{tuple(logits.shape)} and {tuple(drafts.shape)}")  # fmt: skip
+    choice = logits.argmax(dim=-1)  # [B, γ + 1]: the target's own next token at each row
+    gamma = drafts.shape[1]
+    stood = (choice[:, :gamma] == drafts).long().cumprod(dim=1)  # 1 while every draft stood
+    kept = stood.sum(dim=1)  # [B]: drafts accepted before the first that fell
+    bonus = choice.gather(1, kept[:, None])[:, 0]
+    return [drafts[b, : int(kept[b])].tolist() + [int(bonus[b])] for b in range(len(kept))]

@@ -16,7 +16,7 @@ from grading.release import RELEASE, SOURCE
 from grading.results import INSTRUCTOR_ONLY, student_flags
 from helpers import memory
 
-CHAPTER, ANSWER = "02_bytes", "ch02_max_concurrent_sequences"
+CHAPTER, ANSWER = "02_bytes", "ch02_longest_context"
 TEST = f"{ANSWER}_test"
 
 
@@ -27,14 +27,16 @@ def without_markers(solution: str) -> str:
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     """bob hands in the model solution, ann the same renamed, cat the library's function
-    pasted with its module's names, dan the release as handed out."""
+    pasted with its module's names (and its input check written out: the library's is not
+    among this exercise's tools, so it is a stub), dan the release as handed out."""
     course_dir = tmp_path_factory.mktemp("course")
     release = release_of(RELEASE, CHAPTER)
     solution = without_markers(solutions_of(SOURCE, CHAPTER)[ANSWER])
-    renamed = (solution.replace("per_sequence", "each_one").replace("free", "spare")
-               .replace("# the weights alone do not fit: no room for any cache", "# none"))
-    pasted = ("from helpers.memory import *\nfrom helpers._validate import positive_int\n"
-              + inspect.getsource(memory.max_concurrent_sequences))  # fmt: skip
+    renamed = (solution.replace("free", "spare").replace("per_token", "each_token")
+               .replace("kv_bytes_each_token", "kv_bytes_per_token")  # the library's name
+               .replace("# one token of every user", "# all of them"))
+    pasted = ("from helpers.memory import *\n\n\ndef positive_int(value, name):\n"
+              "    return value\n\n\n" + inspect.getsource(memory.longest_context))  # fmt: skip
     for student, answer in (("bob", solution), ("ann", renamed), ("cat", pasted)):
         submit(course_dir, student, CHAPTER, fill(release, {ANSWER: answer}))
     submit(course_dir, "dan", CHAPTER, release)
@@ -54,7 +56,7 @@ def test_copies_are_flagged_with_what_they_match(batch):
     flags = {s: copy_flags(r) for s, r in batch["flagged"].items()}
     assert len(flags["ann"]) == 1 and f"{ANSWER} matches student:bob's {ANSWER}" in flags["ann"][0]
     assert len(flags["bob"]) == 1 and f"{ANSWER} matches student:ann's {ANSWER}" in flags["bob"][0]
-    assert any(f"{ANSWER} matches helpers.memory.max_concurrent_sequences" in f
+    assert any(f"{ANSWER} matches helpers.memory.longest_context" in f
                for f in flags["cat"])  # fmt: skip
     assert flags["dan"] == []  # the release as handed out matches nothing
 
@@ -82,7 +84,7 @@ def test_the_student_never_reads_a_copy_flag_and_the_instructor_does(batch):
                                                         batch["assignment"])))  # fmt: skip
     by_student = {row["student"]: row for row in rows}
     assert "matches student:bob's" in by_student["ann"]["flags"]
-    assert "matches helpers.memory.max_concurrent_sequences" in by_student["cat"]["flags"]
+    assert "matches helpers.memory.longest_context" in by_student["cat"]["flags"]
 
 
 def test_a_bad_copied_value_is_named():

@@ -36,12 +36,14 @@ def helpers_references(assignment: course.Assignment, exercise: course.Exercise)
 
 
 DIRECT = {  # the two delegations the issue names, written the way a student would
-    ("03_roofline", "ch03_critical_batch"): (
-        "def critical_batch(k, n, ridge, dtype):\n"
-        "    return roofline.gemm_knee(k, n, ridge, dtype)", "helpers.roofline.gemm_knee"),
-    ("02_bytes", "ch02_weight_bytes"): (
-        "def weight_bytes(cfg, dtype):\n    return memory.weight_bytes(cfg, dtype)",
-        "helpers.memory.weight_bytes"),
+    ("03_roofline", "ch03_free_batch"): (
+        "def free_batch(cfg, hw, context, slack, dtype='bf16'):\n"
+        "    return roofline.free_batch(cfg, hw, context, slack, dtype)",
+        "helpers.roofline.free_batch"),
+    ("02_bytes", "ch02_int4_checkpoint_bytes"): (
+        "def int4_checkpoint_bytes(cfg, group_size):\n"
+        "    return memory.int4_checkpoint_bytes(cfg, group_size)",
+        "helpers.memory.int4_checkpoint_bytes"),
     # Chapter 9's design problem: the reference search rebuilt from the planner's parts, its
     # goodput and (typed out here) its candidates.
     ("09_capstone", "ch09_choose_config"): (

@@ -21,9 +21,9 @@ from grading.release import RELEASE, ROOT, SOURCE
 from grading.results import VERDICT, QuestionResult, StudentResult, instructor_only
 
 CHAPTER = "02_bytes"  # the quickest real chapter to grade
-TESTS = ["ch02_weight_bytes_test", "ch02_kv_bytes_per_token_test", "ch02_kv_cache_bytes_test",
-         "ch02_max_concurrent_sequences_test", "ch02_decode_read_time_test"]  # fmt: skip
-POINTS = [2.0, 2.0, 2.0, 3.0, 2.0]
+TESTS = ["ch02_int4_checkpoint_bytes_test", "ch02_config_cache_bytes_test",
+         "ch02_longest_context_test", "ch02_kv_count_mistake_test"]  # fmt: skip
+POINTS = [3.0, 3.0, 3.0, 2.0]
 SOLUTIONS = SOURCE / CHAPTER / f"{CHAPTER}.ipynb"
 
 
@@ -168,7 +168,7 @@ def test_hostile(autograder_zip, tmp_path, mode, shared_python):
     answers = {course.meta(c)["grade_id"]: c.source
                for c in nbformat.read(SOLUTIONS, as_version=4).cells
                if course.meta(c).get("solution") and c.cell_type == "code"}  # fmt: skip
-    answers["ch02_weight_bytes"] = hostile_answer(root / "results")
+    answers["ch02_int4_checkpoint_bytes"] = hostile_answer(root / "results")
     prefix, python = None, sys.executable
     if mode == "no-bwrap":
         python = shared_python
@@ -181,8 +181,8 @@ def test_hostile(autograder_zip, tmp_path, mode, shared_python):
     results = gradescope_run(autograder_zip, root,
                              {f"{CHAPTER}.ipynb": notebook_bytes(fill(release, answers))},
                              prefix, python)  # fmt: skip
-    assert results["score"] == 9.0
-    assert scores(results) == [(TESTS[0], 0.0, 2.0, "failed")] + [
+    assert results["score"] == 8.0
+    assert scores(results) == [(TESTS[0], 0.0, 3.0, "failed")] + [
         (t, p, p, "passed") for t, p in zip(TESTS[1:], POINTS[1:], strict=True)]
     assert results["tests"][0]["output"] == (
         "crashed: your code ended its process (exit, crash or limit)")
@@ -191,17 +191,23 @@ def test_hostile(autograder_zip, tmp_path, mode, shared_python):
         assert sorted(p.name for p in (root / "results").iterdir()) == ["results.json"]
 
 
-FLOORED = """def weight_bytes(cfg, dtype):
-    bits = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[dtype]
-    return param_count(cfg) * bits // 8
-"""  # right on the visible tests (even counts), wrong on a hidden one (111 int4 parameters)
+FLOORED = """def int4_checkpoint_bytes(cfg, group_size):
+    shapes = cfg.linear_shapes()
+    del shapes["lm_head"]
+    per_layer = quantized = 0
+    for k, n in shapes.values():
+        groups = n * (k // group_size)
+        per_layer += -(-k * n // 2) + 2 * groups + -(-groups // 2)
+        quantized += k * n
+    return cfg.layers * per_layer + 2 * (param_count(cfg) - cfg.layers * quantized)
+"""  # right on the visible tests (whole groups), wrong on hidden ones (a short last group)
 
 
 @pytest.mark.slow
 def test_two_notebooks_and_hidden(autograder_zip, tmp_path):
     """Two notebooks: the one named for the chapter is graded, and the output says which.
     An answer that fails only hidden tests is told so, and nothing of those tests shows."""
-    graded = fill(release_of(RELEASE, CHAPTER), {"ch02_weight_bytes": FLOORED})
+    graded = fill(release_of(RELEASE, CHAPTER), {"ch02_int4_checkpoint_bytes": FLOORED})
     files = {f"{CHAPTER}.ipynb": notebook_bytes(graded), "copy.ipynb": SOLUTIONS.read_bytes()}
     results = gradescope_run(autograder_zip, tmp_path / "autograder", files)
     assert results["score"] == 0.0
@@ -217,18 +223,19 @@ def test_hidden_detail_and_instructor_flags_never_shown():
     """Whatever detail a hidden failure carries, and an instructor-only flag, stay out of
     results.json; the student's own flags are in its output."""
     assignment = course.load(CHAPTER, SOURCE)
-    questions = [QuestionResult(TESTS[0], 2.0, 0.0, "hidden", "assert secret == 42"),
-                 QuestionResult(TESTS[1], 2.0, 0.0, "failed", "expected 7, got 8"),
+    questions = [QuestionResult(TESTS[0], 3.0, 0.0, "hidden", "assert secret == 42"),
+                 QuestionResult(TESTS[1], 3.0, 0.0, "failed", "expected 7, got 8"),
                  QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip
     flags = ["wrong file name: mine.ipynb (expected 02_bytes.ipynb)",
-             instructor_only("ch02_weight_bytes matches helpers.memory.weight_bytes")]
+             instructor_only("ch02_int4_checkpoint_bytes matches "
+                             "helpers.memory.int4_checkpoint_bytes")]
     result = StudentResult("s", CHAPTER, questions, flags)
     data = gradescope.results(result, assignment)
     assert "secret" not in json.dumps(data) and "matches" not in json.dumps(data)
     assert f"Note: {flags[0]}" in data["output"] and data["extra_data"]["flags"] == flags[:1]
     assert [t["output"] for t in data["tests"]] == [VERDICT["hidden"],
                                                     "failed: expected 7, got 8"]  # fmt: skip
-    assert data["score"] == 0.0 and [t["max_score"] for t in data["tests"]] == [2.0, 2.0]
+    assert data["score"] == 0.0 and [t["max_score"] for t in data["tests"]] == [3.0, 3.0]
 
 
 NONE = "no answer found: no notebook submitted"

@@ -26,8 +26,8 @@ from grading import course, sandbox
 from grading.release import SOURCE
 from grading.sandbox import Isolation
 
-CHAPTER, ANSWER = "02_bytes", "ch02_weight_bytes"
-REFERENCE = "helpers.memory.weight_bytes"
+CHAPTER, ANSWER = "02_bytes", "ch02_int4_checkpoint_bytes"
+REFERENCE = "helpers.memory.int4_checkpoint_bytes"
 LIMITS = sandbox.Limits(wall_s=60, cpu_s=60)
 
 # route -> code that leaves the function it found in `found`
@@ -36,13 +36,13 @@ ROUTES = {
 import importlib, sys
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     importlib.reload(sys.modules[name])
-found = sys.modules["helpers.memory"].weight_bytes
+found = sys.modules["helpers.memory"].int4_checkpoint_bytes
 """,
     "a fresh import_module after removing it from sys.modules": """
 import importlib, sys
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     del sys.modules[name]
-found = importlib.import_module("helpers.memory").weight_bytes
+found = importlib.import_module("helpers.memory").int4_checkpoint_bytes
 """,
     "a fresh import with the grader's import hooks removed": """
 import importlib, sys
@@ -50,7 +50,7 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "Library"]
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     del sys.modules[name]
 importlib.invalidate_caches()
-found = importlib.import_module("helpers.memory").weight_bytes
+found = importlib.import_module("helpers.memory").int4_checkpoint_bytes
 """,
     "importlib.util.spec_from_file_location on the module's file": """
 import importlib.util, sys
@@ -59,7 +59,7 @@ spec = importlib.util.spec_from_file_location("helpers.memory_copy", helpers.mem
 copy = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = copy
 spec.loader.exec_module(copy)
-found = copy.weight_bytes
+found = copy.int4_checkpoint_bytes
 """,
     "exec of the module's file": """
 import sys, types
@@ -68,7 +68,7 @@ copy = types.ModuleType("helpers.memory_exec")
 sys.modules[copy.__name__] = copy
 with open(helpers.memory.__file__) as source:
     exec(compile(source.read(), helpers.memory.__file__, "exec"), copy.__dict__)
-found = copy.weight_bytes
+found = copy.int4_checkpoint_bytes
 """,
     "exec of inspect.getsource": """
 import inspect, sys, types
@@ -76,11 +76,11 @@ import helpers.memory
 copy = types.ModuleType("helpers.memory_source")
 sys.modules[copy.__name__] = copy
 exec(compile(inspect.getsource(helpers.memory), "<copy>", "exec"), copy.__dict__)
-found = copy.weight_bytes
+found = copy.int4_checkpoint_bytes
 """,
     "pickle.loads of the function by name": """
 import pickle
-found = pickle.loads(b"chelpers.memory\\nweight_bytes\\n.")
+found = pickle.loads(b"chelpers.memory\\nint4_checkpoint_bytes\\n.")
 """,
     "an Unpickler whose find_class imports afresh (copyreg's route)": """
 import copyreg, importlib, io, pickle, sys
@@ -90,12 +90,12 @@ class Fresh(pickle.Unpickler):
             del sys.modules[loaded]
         return getattr(importlib.import_module(module), name)
 copyreg.pickle(type(len), lambda f: (getattr, (f.__self__, f.__name__)))
-found = Fresh(io.BytesIO(b"chelpers.memory\\nweight_bytes\\n.")).load()
+found = Fresh(io.BytesIO(b"chelpers.memory\\nint4_checkpoint_bytes\\n.")).load()
 """,
     "the real function found in memory with gc": """
 import gc, types
 found = [f for f in gc.get_objects() if isinstance(f, types.FunctionType)
-         and f.__name__ == "weight_bytes" and (f.__module__ or "").startswith("helpers")
+         and f.__name__ == "int4_checkpoint_bytes" and (f.__module__ or "").startswith("helpers")
          and not any("is not an answer" in str(c) for c in f.__code__.co_consts)][0]
 """,
 }
@@ -107,7 +107,8 @@ FILE_ROUTES = {"a fresh import with the grader's import hooks removed",
 
 
 def answer(route: str) -> str:
-    return ROUTES[route] + "\ndef weight_bytes(cfg, dtype='bf16'):\n    return found(cfg, dtype)\n"
+    return ROUTES[route] + ("\ndef int4_checkpoint_bytes(cfg, group_size):\n"
+                           "    return found(cfg, group_size)\n")
 
 
 @pytest.fixture(scope="module")

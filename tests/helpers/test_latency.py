@@ -221,3 +221,54 @@ def test_check_sweep_is_the_one_check_of_a_measured_sweep():
         latency.measured_knee({1: 0.01, 4: 0.0})
     with pytest.raises(ValueError, match="a decode_seconds batch size"):
         latency.check_sweep({0: 0.01}, "decode_seconds")
+
+
+# --- the FLOP/s that match a bandwidth upgrade; the batch a load sets (chapter 9) ---------
+
+
+@pytest.mark.parametrize("prompt, output, batch, factor", [
+    (4096, 128, 16, 2.0), (8192, 64, 4, 1.43), (128, 256, 512, 2.0), (256, 64, 350, 8.0)])
+def test_flops_to_match_gives_the_bandwidth_upgrades_speedup(prompt, output, batch, factor):
+    match = latency.flops_to_match(QWEN, H100, prompt, output, batch, factor)
+    gains = latency.upgrade_speedups(QWEN, H100, prompt, output, batch, factor)
+    assert match is not None and match >= 1.0
+    assert latency.upgrade_speedups(QWEN, H100, prompt, output, batch, match)["flops"] == \
+        pytest.approx(gains["bandwidth"], rel=1e-9)
+    # and no less FLOP/s would do
+    assert latency.upgrade_speedups(QWEN, H100, prompt, output, batch, match * 0.999)[
+        "flops"] < gains["bandwidth"]
+
+
+def test_flops_to_match_none_when_the_memory_time_alone_is_longer():
+    # one chat stream is memory-bound throughout: FLOP/s never shorten it
+    assert latency.flops_to_match(QWEN, H100, 512, 512, 1, 2.0) is None
+    # a prefill alone, compute-bound: more bandwidth buys nothing, so nothing is needed
+    assert latency.flops_to_match(QWEN, H100, 8192, 1, 8, 2.0) == 1.0
+    with pytest.raises(ValueError, match="bandwidth_factor"):
+        latency.flops_to_match(QWEN, H100, 512, 512, 1, 0.0)
+
+
+def _first_batch_that_keeps_up(cfg, hw, context, rate, steps):
+    cap = memory.max_concurrent_sequences(cfg, hw.memory_bytes, context)
+    for batch in range(1, cap + 1):
+        step = latency.decode_step_time(cfg, hw, batch, context)
+        if batch >= rate * steps * step:
+            return {"batch": batch, "tpot": step}
+    return None
+
+
+@pytest.mark.parametrize("rate", [0.1, 1.0, 5.0, 10.0, 15.0, 19.0, 20.0])
+def test_batch_at_load_is_the_first_batch_that_keeps_up(rate):
+    llama8 = models.get("Llama-3.1-8B")
+    assert latency.batch_at_load(llama8, H100, 4096, rate, 255) == \
+        _first_batch_that_keeps_up(llama8, H100, 4096, rate, 255)
+
+
+def test_batch_at_load_obeys_littles_law():
+    held = latency.batch_at_load(QWEN, H100, 1024, 40.0, 255)
+    # the batch is the load times the time each sequence stays, rounded up to a whole one
+    assert held["batch"] - 1 < 40.0 * 255 * held["tpot"] <= held["batch"]
+    assert latency.batch_at_load(QWEN, H100, 1024, 1e-3, 255) == {
+        "batch": 1, "tpot": latency.decode_step_time(QWEN, H100, 1, 1024)}
+    assert latency.batch_at_load(models.get("Llama-3.1-70B"), hardware.get("L40S"), 1024, 0.1,
+                                 100) is None  # the weights do not fit  # fmt: skip

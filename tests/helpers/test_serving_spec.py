@@ -97,3 +97,50 @@ def test_bad_spec_arguments():
         spec.spec_expected_tokens(0.5, -1)
     with pytest.raises(ValueError, match="c .* must be >= 0"):
         spec.spec_speedup(0.5, 2, -0.1)
+
+
+# --- greedy verification of a draft from one target pass (chapter 9) -----------------------
+
+
+def _serial_greedy(choice, drafts):
+    """What serial greedy decoding emits, read one position at a time."""
+    emitted = []
+    for row, guesses in zip(choice.tolist(), drafts.tolist(), strict=True):
+        tokens = []
+        for j, own in enumerate(row):
+            tokens.append(own)
+            if j == len(guesses) or guesses[j] != own:
+                break
+        emitted.append(tokens)
+    return emitted
+
+
+def test_greedy_verify_by_hand():
+    import torch
+
+    hot = torch.eye(5) * 3
+    logits = torch.stack([hot[[1, 2, 3]], hot[[4, 0, 0]], hot[[2, 2, 2]]])
+    drafts = torch.tensor([[1, 2], [4, 1], [0, 2]])
+    # all stand and the bonus; the second falls (the target says 0); the first falls at once
+    assert serving.greedy_verify(logits, drafts) == [[1, 2, 3], [4, 0], [2]]
+    assert serving.greedy_verify(logits[:, :1], drafts[:, :0]) == [[1], [4], [2]]
+
+
+@given(st.integers(1, 4), st.integers(0, 6), st.integers(2, 9), st.integers(0, 10**6))
+def test_greedy_verify_equals_serial_decoding(batch, gamma, vocab, seed):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, gamma + 1, vocab, generator=generator)
+    choice = logits.argmax(dim=-1)
+    drafts = torch.where(torch.rand(batch, gamma, generator=generator) < 0.7,
+                         choice[:, :gamma], torch.randint(0, vocab, (batch, gamma),
+                                                          generator=generator))  # fmt: skip
+    assert serving.greedy_verify(logits, drafts) == _serial_greedy(choice, drafts)
+
+
+def test_greedy_verify_refuses_mismatched_shapes():
+    import torch
+
+    with pytest.raises(ValueError, match="for drafts"):
+        serving.greedy_verify(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long))

@@ -1,4 +1,4 @@
-"""A content scan of chapters 4-10: their prose teaches the subject, and nothing else.
+"""A content scan of chapters 2 and 4-10: their prose teaches the subject, and nothing else.
 
 The rules (CONTRIBUTING.md's "Prose"), made precise. What is scanned: the markdown cells of
 each chapter's source (``solutions/``) and of its release (``notebooks/``), model answers
@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = ("04_timing", "05_matmuls", "06_ttft_tpot", "07_batching", "08_serving", "09_capstone",
-            "10_parallel")
+CHAPTERS = ("02_bytes", "04_timing", "05_matmuls", "06_ttft_tpot", "07_batching", "08_serving",
+            "09_capstone", "10_parallel")
 KINDS = ("solutions", "notebooks")
 WORD_LIMIT = 3500
 
