@@ -65,9 +65,9 @@ from copydetect.utils import filter_code, get_token_coverage, winnow
 
 from grading import stubs
 
-# Calibration (python -m grading.tools.copies_calibration; copydetect 0.5.0): the 41 model
-# solutions of the 10 chapters against the 614 functions and methods of helpers, each with
-# its released cell as boilerplate; and the 182 of those functions whose body holds >= 8
+# Calibration (python -m grading.tools.copies_calibration; copydetect 0.5.0): the 40 model
+# solutions of the 10 chapters against the 676 functions and methods of helpers, each with
+# its released cell as boilerplate; and the 204 of those functions whose body holds >= 8
 # statements (nested ones included, docstrings not) pasted as answers: renamed (function,
 # parameters, locals, ``self``), docstring and comments replaced, the module's imports
 # above, the released cell a stub of that very signature (so the signature counts on
@@ -80,24 +80,24 @@ K = 15
 # Winnowing window: every common run of K + WINDOW - 1 = 18 tokens is sure to be found.
 WINDOW = 4
 # The overlap must cover this share of one side (of at least MIN_STATEMENTS). Highest
-# share of a model solution vs any library function: 67% (ch09_upgrade_speedups vs
-# helpers.latency.upgrade_speedups, 136 tokens; ch07_schedule_step: 64% of 147 tokens:
-# the instructor wrote both, the same algorithm twice). Lowest share of a pasted function
-# with itself: 99% (helpers.notebook.pick_device). 0.85: 18 points above, 14 below.
+# share of a model solution vs any library function: 64% (ch07_schedule_step vs
+# helpers.serving.scheduler.schedule_step, 147 tokens: the instructor wrote both, the same
+# algorithm twice; next, ch02_int4_checkpoint_bytes, 57% of 66 tokens). Lowest share of
+# a pasted function with itself: 99% (helpers.notebook.pick_device). 0.85: 21 points
+# above, 14 below.
 SIMILARITY = 0.85
 # The tokens in common must be at least this many. The lowest overlap of a pasted >= 8-
-# statement function is 87 tokens (helpers.roofline.first_batch, 9 statements); the
-# shortest model solutions, two lines of formula, are 42-59 tokens (ch02_kv_bytes_per_token
-# 42, ch02_kv_cache_bytes 59): two students who hand in the same such answer are not
-# flagged. 60: 27 below the smallest copy. (It does not separate honest answers from the
-# library: model solutions share up to 147 tokens with it; SIMILARITY does.)
+# statement function is 87 tokens (helpers.roofline.first_batch, 9 statements); a
+# formula of a line or two (42 and 59 tokens in the exercises of earlier releases) is what
+# two honest students write alike, and is not flagged. 60: 27 below the smallest copy.
+# (It does not separate honest answers from the library: model solutions share up to 147
+# tokens with it; SIMILARITY does.)
 MIN_TOKENS = 60
 # The side whose share counts must hold at least this many statements (the ``def`` line
 # and three more): a formula of a line or two is what every honest answer writes, however
-# long the line (the longest one-statement line of a model solution is 105 tokens, a dict
-# of four formulas in ch01_layer_flops). A pasted >= 8-statement function holds 9 or more.
-# With both minimums, 36 of the 41 model solutions flag two students who hand one in
-# renamed; the other 5 (ch02's four, ch03_gemm_intensity) are too short to tell.
+# long the line (the longest one-statement line of a model solution is 66 tokens, a dict
+# of counts in ch02_kv_count_mistake). A pasted >= 8-statement function holds 9 or more.
+# With both minimums, all 40 model solutions flag two students who hand one in renamed.
 MIN_STATEMENTS = 4
 # Answers longer than this are not fingerprinted: 17 times the longest model solution
 # (5.9 kB), 4 times the longest module of helpers (serving/scheduler.py, 25.7 kB), and
