@@ -9,7 +9,9 @@ Each is read here once, for ``helpers.timing`` (timing correctly), ``helpers.cei
 - the last-level cache: ``last_level_cache_bytes`` (Linux sysfs, `lscpu`, macOS `sysctl`, or
   ``$TEXTBOOK_LLC_BYTES``);
 - the CPU load: ``cpu_seconds`` samples ``/proc/stat``; ``busy_cores`` and
-  ``others_share`` are the load other processes put on the machine between two samples.
+  ``others_share`` are the load other processes put on the machine between two samples;
+  ``OthersLoad`` samples it around one timed experiment and ``load_note`` says, beside its
+  figure, whether that load made the figure unreliable.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ __all__ = [
     "others_cores",
     "busy_cores",
     "others_share",
+    "OthersLoad",
+    "LOAD_SLACK_CORES",
+    "load_unreliable",
+    "load_note",
 ]
 
 MiB = 2**20
@@ -259,3 +265,50 @@ def others_share(start: CpuSeconds | None) -> float | None:
     machine with few cores, any of it steals time from a benchmark's threads."""
     cores = others_cores(start, cpu_seconds())
     return None if cores is None else cores / (os.cpu_count() or 1)
+
+
+LOAD_SLACK_CORES = 0.25
+"""Cores' worth of other processes' CPU time beyond the cores a timing left them that still
+counts as quiet: ``/proc/stat`` counts in clock ticks (10 ms), and a short experiment's
+sample carries that much noise."""
+
+
+class OthersLoad:
+    """Cores' worth of CPU time other processes used during a ``with`` block
+    (``others_cores``): ``.cores`` once the block ends, None where ``/proc/stat`` is missing.
+    Chapters 4 and 5 wrap each timed experiment in one, so that the load printed beside a
+    figure is the load it was timed under, not a sample taken earlier."""
+
+    def __init__(self) -> None:
+        self.cores: float | None = None
+        self._start: CpuSeconds | None = None
+
+    def __enter__(self) -> OthersLoad:
+        self._start = cpu_seconds()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cores = others_cores(self._start, cpu_seconds())
+
+
+def load_unreliable(cores: float | None, threads: int, total: int | None = None) -> bool:
+    """Whether other processes, using ``cores`` cores' worth of CPU while a figure was timed
+    on ``threads`` threads, took cores those threads needed: more than the ``total - threads``
+    the timing left them, by over ``LOAD_SLACK_CORES``. A thread whose core another process
+    holds waits a scheduler slice (milliseconds), so such a figure measures the load too.
+    False where the load is unknown."""
+    total = total or os.cpu_count() or 1
+    return cores is not None and cores > max(0, total - threads) + LOAD_SLACK_CORES
+
+
+def load_note(cores: float | None, threads: int, total: int | None = None) -> str:
+    """The load a figure was timed under, for printing beside it, and whether it made the
+    figure unreliable (``load_unreliable``)."""
+    total = total or os.cpu_count() or 1
+    if cores is None:
+        return "other processes' load: unknown (no /proc/stat)"
+    line = f"other processes used {cores:.1f} of {total} cores"
+    if load_unreliable(cores, threads, total):
+        return (f"{line}, more than the {max(0, total - threads)} that {threads} timing "
+                f"thread{'s' * (threads != 1)} left them: unreliable, it measured the load too")
+    return f"{line}: quiet enough for {threads} timing thread{'s' * (threads != 1)}"

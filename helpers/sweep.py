@@ -498,30 +498,46 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
     ceiling, for any outcome. Each pair's matmul rate over its stream's (the same moment)
     is a sample; their median and its notch (median ± 1.57·IQR/√r, chapter 4) say whether
-    the matmul streams as well as ``x.sum()`` (the notch reaches 95%–105%: what it lacks is
-    the moment's, or ``x.sum()``'s own), better (``x.sum()`` is not this machine's best
-    stream) or worse (that share is the kernel's); and, where worse, whether the matmul
-    levelled off while the stream climbed from the slowest group to the fastest
-    (``fastest_group``; it rose by less than half as much: a limit of the kernel's own)."""
+    the matmul streams as well as ``x.sum()`` (the notch reaches 95%–105%), better
+    (``x.sum()`` is not this machine's best stream) or worse (that share is the kernel's).
+
+    The trend is tested, not assumed, in every case: from the slowest group of pairs to the
+    fastest (``fastest_group``), did the matmul rise with the stream (by at least half as
+    much: it follows the moment's traffic), level off or fall while the stream climbed (a
+    limit of the kernel's own), or did the stream vary by under 5%, too little to tell? Only
+    a matmul shown to follow the stream has its gap to the ceiling put down to the moment's
+    traffic."""
     ratios = [matmul / stream for stream, matmul in rates]
     median, iqr = timing.median_and_iqr(ratios)
     notch = 1.57 * iqr / math.sqrt(len(ratios))
     share = f"median {median:.0%} ± {notch:.0%} over {len(ratios)} pairs"
-    if median - notch > 1.05:
-        return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
-                "x.sum() is not this machine's best stream, and its rate is no bandwidth "
-                "ceiling")  # fmt: skip
-    if median + notch >= 0.95:
-        return (f"the matmul streamed as fast as x.sum() at the same moment, within the "
-                f"spread ({share}): what it lacks to the ceiling is the moment's traffic (or "
-                "x.sum()'s own shortfall), not the kernel's")  # fmt: skip
     stream, matmul = fastest_group(rates, groups)
     slow_stream, slow_matmul = fastest_group(sorted(rates)[: max(1, len(rates) // groups)], 1)
     stream_rise, matmul_rise = stream / slow_stream - 1, matmul / slow_matmul - 1
-    levels = matmul_rise < stream_rise / 2 and stream_rise > 0.05
+    rises = f"({matmul_rise:+.0%}) while the stream rose ({stream_rise:+.0%}) from the slowest "
+    rises += "group of pairs to the fastest"
+    if stream_rise < 0.05:
+        follows = None
+        trend = (f"the stream varied by {stream_rise:.0%} from the slowest group of pairs to the "
+                 "fastest, too little to show whether the matmul follows it")  # fmt: skip
+    elif matmul_rise >= stream_rise / 2:
+        follows = True
+        trend = f"the matmul rose with it {rises}: it follows the moment's traffic"
+    else:
+        follows = False
+        trend = (f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}: "
+                 "a limit of the kernel's own")  # fmt: skip
+    if median - notch > 1.05:
+        return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
+                f"x.sum() is not this machine's best stream, and its rate is no bandwidth "
+                f"ceiling; {trend}")  # fmt: skip
+    if median + notch >= 0.95:
+        gap = {True: "so what it lacks to the ceiling is the moment's traffic, not the kernel's",
+               None: "so what it lacks to the ceiling is x.sum()'s shortfall too (the ceiling "
+                     "met a quieter moment), not the kernel's",
+               False: "so at the fastest moments the kernel, not the traffic, held it back"}
+        return (f"the matmul streamed as fast as x.sum() at the same moment, within the "
+                f"spread ({share}); {trend}, {gap[follows]}")  # fmt: skip
     return (f"the matmul reached {share} of x.sum()'s rate at the same moment: that "
-            "shortfall is the kernel's" + (
-                f", and it {'levelled off' if matmul_rise >= 0 else 'fell'} "
-                f"({matmul_rise:+.0%}) while the stream climbed ({stream_rise:+.0%}): a limit "
-                "of the kernel's own" if levels else
-                ", at a steady share while the stream moved"))  # fmt: skip
+            f"shortfall is the kernel's; {trend}"
+            + (", at a steady share of the stream" if follows else ""))  # fmt: skip

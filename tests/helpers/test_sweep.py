@@ -315,9 +315,14 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
 @pytest.mark.parametrize("matmul, reading", [
     (lambda s: 1.3 * s, "x.sum() is not this machine's best stream"),
     (lambda s: 0.98 * s, "as fast as x.sum() at the same moment, within the spread (median "
-                         "98% ± 0% over 30 pairs)"),
+                         "98% ± 0% over 30 pairs); the matmul rose with it"),
+    (lambda s: 0.98 * s, "it follows the moment's traffic, so what it lacks to the ceiling is "
+                         "the moment's traffic"),
     (lambda s: 0.6 * s, "60% ± 0% over 30 pairs of x.sum()'s rate at the same moment: that "
-                        "shortfall is the kernel's, at a steady share"),
+                        "shortfall is the kernel's; the matmul rose with it"),
+    (lambda s: 0.6 * s, "at a steady share of the stream"),
+    # As fast as the stream on average, but flat while the stream climbs: the trend is tested.
+    (lambda s: 25e9 * (1 + 0.001 * (s % 3e9 > 1.5e9)), "levelled off"),
     (lambda s: 0.8 * min(s, 20e9), "levelled off"),
     (lambda s: 0.3 * (50e9 - s), "fell (-"),
     # Pairs alternating 60% and 130%: the notch spans 95%-105%, no shortfall shown.
@@ -326,6 +331,13 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
 def test_pairs_reading_covers_every_outcome(matmul, reading):
     rates = [(s * 1e9, matmul(s * 1e9)) for s in range(10, 40)]
     assert reading in sweep.pairs_reading(rates)
+
+
+def test_pairs_reading_says_when_the_stream_moved_too_little_to_show_a_trend():
+    rates = [((30 + 0.01 * i) * 1e9, (29.5 + 0.01 * i) * 1e9) for i in range(20)]
+    reading = sweep.pairs_reading(rates)
+    assert "too little to show whether the matmul follows it" in reading
+    assert "moment's traffic" not in reading and "x.sum()'s shortfall too" in reading
 
 
 def test_paired_decode_refuses_no_pairs():

@@ -554,119 +554,231 @@ def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
     return "ok"
 """,
     },
-    "ch04_valid_measurement": {
-        "ignores the cache (working set)": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu) and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
+    "ch04_timing_bias": {
+        "zeros make any device faster": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "more threads than the work may use: faster": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long" if how["threads"] < cpu_threads else "too short")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "a single run errs either way, even when it is the first call": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1 and how["statistic"] == "median":
+        ways.add("too long")
+    if how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "a single run after warm-up is fine": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "MPS treated as synchronous, like the CPU": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if how["device"] == "cuda" and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "synchronize demanded on the CPU too": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "host threads counted on a GPU too": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
+''',
+        "the first broken rule's direction only": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    if how["warmup_calls"] < 1:
+        return "too long"
+    if how["statistic"] == "single run":
+        return "either"
+    if on_gpu and not how["synchronized"]:
+        return "too short"
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        return "too short"
+    if how["data"] == "zeros":
+        return "too short" if on_gpu else "either"
+    if not on_gpu and how["threads"] != cpu_threads:
+        return "too long"
+    return "none"
+''',
+        "two broken rules always make either": '''
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] < 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    broken = [how["warmup_calls"] < 1, on_gpu and not how["synchronized"],
+              how["working_set_bytes"] < 2 * how["cache_bytes"], how["data"] == "zeros"]
+    return ways.pop() if len(ways) == 1 and sum(broken) < 2 else "either"
 ''',
         "working set must only exceed the cache (factor 1)": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] > s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] <= how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
 ''',
         "strictly more than 2x the cache": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] > 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
+def timing_bias(how, cpu_threads):
+    on_gpu = how["device"] in ("cuda", "mps")
+    ways = set()
+    if how["warmup_calls"] < 1:
+        ways.add("too long")
+    elif how["statistic"] == "single run":
+        ways.add("either")
+    if on_gpu and not how["synchronized"]:
+        ways.add("too short")
+    if how["working_set_bytes"] <= 2 * how["cache_bytes"]:
+        ways.add("too short")
+    if how["data"] == "zeros":
+        ways.add("too short" if on_gpu else "either")
+    if not on_gpu and how["threads"] != cpu_threads:
+        ways.add("too long")
+    if not ways:
+        return "none"
+    return ways.pop() if len(ways) == 1 else "either"
 ''',
-        "demands synchronize on the CPU too": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and s["synchronized"]
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
-''',
-        "demands all CPU threads on a GPU too": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and s["threads"] == cpu_threads and s["statistic"] == "median"):
-            return name
-''',
-        "ignores threads": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and s["statistic"] == "median"):
-            return name
-''',
-        "ignores synchronization": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
-''',
-        "treats MPS as synchronous, like the CPU": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        host = s["device"] in ("cpu", "mps")
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or host)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or s["device"] != "cpu")
-                and s["statistic"] == "median"):
-            return name
-''',
-        "ignores warm-up, zeros and single runs": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if ((s["synchronized"] or on_cpu) and s["working_set_bytes"] >= 2 * s["cache_bytes"]
-                and (s["threads"] == cpu_threads or not on_cpu)):
-            return name
-''',
-        "hard-codes the visible answer": '''
-def valid_measurement(measurements, cpu_threads):
-    return "D: rotated, synchronized, random"
-''',
-        "the last valid one, not the first": '''
-def valid_measurement(measurements, cpu_threads):
-    found = None
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            found = name
-    return found
-''',
-        "any thread count at or above cpu_threads passes": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 1 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] >= cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
-''',
-        "warm-up calls, plural: at least two": '''
-def valid_measurement(measurements, cpu_threads):
-    for name, s in measurements.items():
-        on_cpu = s["device"] == "cpu"
-        if (s["warmup_calls"] >= 2 and (s["synchronized"] or on_cpu)
-                and s["working_set_bytes"] >= 2 * s["cache_bytes"] and s["data"] == "random"
-                and (s["threads"] == cpu_threads or not on_cpu) and s["statistic"] == "median"):
-            return name
+        "hard-codes the visible answers": '''
+def timing_bias(how, cpu_threads):
+    if how["warmup_calls"] == 0:
+        return "too long"
+    if how["synchronized"] and how["working_set_bytes"] == 200_000_000:
+        return "none"
+    return "too short"
 ''',
     },
 }

@@ -75,117 +75,92 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     return None
 ''',
     },
-    "ch05_linear_input_sets": {
-        'weight stored [k × n], as x @ W': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((k, n), torch_dtype, device)) for _ in range(copies)]
+    "ch05_cache_from_copies": {
+        "the output counted in a set's bytes": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k + m * n))
+        smallest = max(smallest, (copies - 1) * per_set // 2 + 1)
+        top = copies * per_set // 2
+        largest = top if largest is None else min(largest, top)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        'one set repeated: the same tensors in every set': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    one = (timing.random_tensor((m, k), torch_dtype, device),
-           timing.random_tensor((n, k), torch_dtype, device))
-    return [one] * copies
+        "the weight only": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (n * k))
+        smallest = max(smallest, (copies - 1) * per_set // 2 + 1)
+        top = copies * per_set // 2
+        largest = top if largest is None else min(largest, top)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        'one x shared by every set, only the weights rotated': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    x = timing.random_tensor((m, k), torch_dtype, device)
-    return [(x, timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+        "factor 1: the sets exceed the cache once": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        smallest = max(smallest, (copies - 1) * per_set + 1)
+        top = copies * per_set
+        largest = top if largest is None else min(largest, top)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        'torch.ones instead of random values': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    return [(torch.ones((m, k), dtype=torch_dtype, device=device) * (1 + _),
-             torch.ones((n, k), dtype=torch_dtype, device=device) * (1 + _)) for _ in range(copies)]
+        "floor, not ceiling: copies = 2C // bytes": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        smallest = max(smallest, copies * per_set // 2)
+        top = (copies + 1) * per_set // 2 - 1
+        largest = top if largest is None else min(largest, top)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        'uniform values with zero mean and unit spread, not standard-normal': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    def uniform(shape):
-        return ((torch.rand(shape) * 2 - 1) * 3 ** 0.5).to(device=device, dtype=torch_dtype)
-    return [(uniform((m, k)), uniform((n, k))) for _ in range(copies)]
+        "the bounds' ends the wrong way round": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        smallest = max(smallest, (copies - 1) * per_set // 2)
+        top = copies * per_set // 2 - 1
+        largest = top if largest is None else min(largest, top)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        'always fp32': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * size)))
-    return [(timing.random_tensor((m, k), torch.float32, device),
-             timing.random_tensor((n, k), torch.float32, device)) for _ in range(copies)]
+        "one-copy rows skipped (they say nothing)": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        if copies == 1:
+            continue
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        smallest = max(smallest, (copies - 1) * per_set // 2 + 1)
+        top = copies * per_set // 2
+        largest = top if largest is None else min(largest, top)
+    return None if largest is None or smallest > largest else (smallest, largest)
 ''',
-        "fp32's 4 bytes whatever the dtype": '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k) * 4)))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+        "any row's range, not all of them": '''
+def cache_from_copies(rows):
+    smallest, largest = None, 0
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        low = (copies - 1) * per_set // 2 + 1
+        smallest = low if smallest is None else min(smallest, low)
+        largest = max(largest, copies * per_set // 2)
+    return None if smallest > largest else (smallest, largest)
 ''',
-        "counts the output's bytes too": '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(2 * cache_bytes / ((m * k + n * k + m * n) * size)))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+        "never None": '''
+def cache_from_copies(rows):
+    smallest, largest = 1, None
+    for m, k, n, dtype, copies in rows:
+        per_set = int(memory.dtype_bytes(dtype) * (m * k + n * k))
+        smallest = max(smallest, (copies - 1) * per_set // 2 + 1)
+        top = copies * per_set // 2
+        largest = top if largest is None else min(largest, top)
+    return (smallest, largest)
 ''',
-        'strictly more than twice the cache': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    torch_dtype = machine.torch_dtype(dtype)
-    per_set = (m * k + n * k) * torch.empty((), dtype=torch_dtype).element_size()
-    copies = 1
-    while copies * per_set <= 2 * cache_bytes:
-        copies += 1
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
-''',
-        'working set only past the cache (factor 1)': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(cache_bytes / ((m * k + n * k) * size)))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
-''',
-        'floor instead of ceil': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(int(2 * cache_bytes // ((m * k + n * k) * size))))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
-''',
-        'hard-codes the visible answers': '''
-def linear_input_sets(m, k, n, dtype, cache_bytes, device="cpu"):
-    import math
-    torch_dtype = machine.torch_dtype(dtype)
-    size = torch.empty((), dtype=torch_dtype).element_size()
-    copies = max(1, math.ceil(4 if m == 1 else 2))
-    return [(timing.random_tensor((m, k), torch_dtype, device),
-             timing.random_tensor((n, k), torch_dtype, device)) for _ in range(copies)]
+        "hard-codes the visible answer": '''
+def cache_from_copies(rows):
+    return (33_094_657, 36_771_840)
 ''',
     },
     "ch05_read_knee": {
