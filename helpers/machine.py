@@ -309,6 +309,8 @@ def load_note(cores: float | None, threads: int, total: int | None = None) -> st
         return "other processes' load: unknown (no /proc/stat)"
     line = f"other processes used {cores:.1f} of {total} cores"
     if load_unreliable(cores, threads, total):
-        return (f"{line}, more than the {max(0, total - threads)} that {threads} timing "
-                f"thread{'s' * (threads != 1)} left them: unreliable, it measured the load too")
+        return (
+            f"{line}, more than the {max(0, total - threads)} that {threads} timing "
+            f"thread{'s' * (threads != 1)} left them: unreliable, it measured the load too"
+        )
     return f"{line}: quiet enough for {threads} timing thread{'s' * (threads != 1)}"
