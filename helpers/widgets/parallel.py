@@ -19,10 +19,16 @@ from helpers._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["Deployment", "deployment", "draw_deployment", "show_deployment", "MAX_RANKS",
-           "KV_DTYPES"]  # fmt: skip
+           "KV_DTYPES", "CHIP_LINKS"]  # fmt: skip
 
 MAX_RANKS = 8
 KV_DTYPES = ("bf16", "fp8", "int8")
+CHIP_LINKS = {"H100 SXM": "NVLink 4", "H200 SXM": "NVLink 4", "H100 PCIe": "PCIe Gen5 x16"}
+"""The chips the explorer offers, each with the ``tensor_parallel.LINKS`` link that joins
+them (docs/sources.md): NVLink 4 on H100 SXM and H200 SXM boards (900 GB/s in both
+directions in each datasheet), PCIe Gen5 x16 between H100 PCIe cards (the optional NVLink
+bridge left out). Other chips' links (NVLink 3 and 5, Infinity Fabric, ICI, PCIe Gen4) are
+not modelled, so those chips are not offered."""
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,18 @@ class Deployment:
 
 def deployment(
     model: str, chip: str, ranks: int, kv_dtype: str, batch: int, price_per_chip_hour: float,
-    *, context: int = 4096, prompt_tokens: int = 2048, link: str = "NVLink 4",
+    *, context: int = 4096, prompt_tokens: int = 2048, link: str | None = None,
 ) -> Deployment:  # fmt: skip
-    """The explorer's numbers: bf16 weights and activations, the cache in ``kv_dtype``."""
+    """The explorer's numbers: bf16 weights and activations, the cache in ``kv_dtype``, the
+    chips joined by ``link`` (a ``tensor_parallel.LINKS`` name; by default the chip's own,
+    ``CHIP_LINKS``: ValueError for a chip whose link the library does not model)."""
     positive_int(ranks, "ranks")
     positive_int(batch, "batch")
+    if link is None:
+        if chip not in CHIP_LINKS:
+            raise ValueError(f"no modelled link joins {chip!r} chips; the explorer's chips: "
+                             f"{', '.join(CHIP_LINKS)}")  # fmt: skip
+        link = CHIP_LINKS[chip]
     cfg, hw, net = models.get(model), hardware.get(chip), tp.link(link)
     found = tp.degrees(cfg, MAX_RANKS)
     parts = [tp.tp_decode_step(cfg, hw, net, t, batch, context, kv_dtype=kv_dtype)

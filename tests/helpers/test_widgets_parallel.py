@@ -56,3 +56,16 @@ def test_the_title_shows_dollars_not_mathtext():
     draw_deployment(ax, view)
     assert r"at \$2.5 a chip-hour" in ax.get_title()
     fig.canvas.draw()  # an unescaped pair of dollars would render as math, not fail: no error
+
+
+def test_each_chip_gets_its_own_link_and_unmodelled_links_are_refused():
+    pcie = deployment("Llama-3.1-8B", "H100 PCIe", 2, "bf16", 8, 2.0)
+    net = tp.link("PCIe Gen5 x16")
+    parts = tp.tp_decode_step(LLAMA, hardware.get("H100 PCIe"), net, 2, 8, 4096,
+                              kv_dtype="bf16")  # fmt: skip
+    assert pcie.link == "PCIe Gen5 x16" and "(PCIe Gen5 x16)" in pcie.summary()
+    assert pcie.allreduce_s[1] == parts["all_reduce"]
+    assert deployment("Llama-3.1-8B", "H200 SXM", 2, "bf16", 8, 2.0).link == "NVLink 4"
+    for chip in ("L4", "A100 80GB SXM", "B200", "MI300X", "TPU v5e"):
+        with pytest.raises(ValueError, match="no modelled link"):
+            deployment("Llama-3.1-8B", chip, 2, "bf16", 8, 2.0)

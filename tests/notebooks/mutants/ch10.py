@@ -209,8 +209,8 @@ def moe_layer(x, router, gate, up, down, k):
         "hard-codes the visible answers": '''
 def attention_per_chip(cfg, ranks, kv_dtype):
     if cfg.kv_lora_rank:
-        return {"kv_bytes_per_token": 17568, "intensity": 120.88888888888889}
-    return {"kv_bytes_per_token": 40960, "intensity": 16.0}
+        return {"kv_bytes_per_token": 15552, "intensity": 15.11111111111111}
+    return {"kv_bytes_per_token": 20480, "intensity": 8.0}
 ''',
     },
 }
