@@ -18,7 +18,7 @@ from helpers.models import ModelConfig
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
            "attended_keys", "op_names", "attention_flops", "attention_flops_per_key",
-           "attention_crossover"]
+           "attention_balance_keys", "attention_crossover"]
 
 OPS = ("q", "k", "v", "o", "attn_scores", "attn_values", "gate", "up", "down", "lm_head")
 """The ops of a dense decoder's forward pass, in ``forward_flops``' order."""
@@ -222,15 +222,23 @@ def attention_flops_per_key(cfg: ModelConfig, mla: str = "absorbed") -> int:
     return attention_flops(forward_flops(cfg, 1, mla=mla).by_op)
 
 
+def attention_balance_keys(cfg: ModelConfig) -> Fraction:
+    """The keys (exactly, a fraction) at which a decode step's attention FLOPs equal
+    everything else it runs as a server runs it: every layer's weight matmuls and the LM
+    head for its one token, which do not grow with the context (chapter 1; its explorer
+    draws this line). A sliding window is not applied: ``attention_crossover`` does."""
+    first = forward_flops(cfg, 1, logits="last")  # the first token: it attends to itself only
+    per_key = attention_flops(first.by_op)
+    return Fraction(first.total - per_key, per_key)
+
+
 def attention_crossover(cfg: ModelConfig) -> int | None:
     """Smallest context c (tokens already in the KV cache) at which a decode step spends at
     least as many FLOPs on attention, over its c + 1 keys (at most ``sliding_window`` of
     them), as on everything else it runs as a server runs it: every layer's weight matmuls
     and the LM head for its one token (chapter 1). None when a sliding window keeps
     attention below that at any context."""
-    first = forward_flops(cfg, 1, logits="last")  # the first token: it attends to itself only
-    per_key = attention_flops(first.by_op)
-    keys = max(1, ceil(Fraction(first.total - per_key, per_key)))
+    keys = max(1, ceil(attention_balance_keys(cfg)))
     if cfg.sliding_window is not None and keys > cfg.sliding_window:
         return None
     return keys - 1

@@ -3,9 +3,10 @@ as the context grows.
 
 A token generated at position ``context`` runs every weight matmul once (the same FLOPs at
 any context) and attends to ``context`` keys (itself included), each key costing
-``flops.attention_flops_per_key``. ``attention_share`` returns the curve and the chosen
-point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
-``show_attention_share`` is the callback the notebook's sliders call.
+``flops.attention_flops_per_key``. ``AttentionControls`` holds the sliders' knobs and defaults;
+``attention_share`` returns the curve and the chosen point as data; ``draw_attention_share``
+draws it on a matplotlib Axes; ``show_attention_share`` is the callback the notebook's
+sliders call.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = [
     "CONTEXTS",
+    "AttentionControls",
     "AttentionShare",
     "attention_share",
     "draw_attention_share",
@@ -30,13 +32,21 @@ CONTEXTS = tuple(2**power for power in range(7, 18))
 """Context lengths the slider offers and the curve is drawn at: 128 … 131,072 tokens."""
 
 
+@dataclass(frozen=True)
+class AttentionControls:
+    """The explorer's knobs and their defaults: a preset and the new token's context."""
+
+    preset: str = "Qwen2.5-7B"
+    context: int = 4096
+
+
 def _decode_step(cfg: models.ModelConfig, context: int) -> tuple[int, int]:
     """(attention FLOPs, all other FLOPs) of the decode step that writes token ``context``:
     it attends to ``context`` keys, ``context - 1`` of them already in the KV cache, and the
     LM head runs for this one token."""
-    step = flops.forward_flops(cfg, 1, context=context - 1, logits="last").by_op
-    attention = flops.attention_flops(step)
-    return attention, sum(step.values()) - attention
+    step = flops.forward_flops(cfg, 1, context=context - 1, logits="last")
+    attention = flops.attention_flops(step.by_op)
+    return attention, step.total - attention
 
 
 @dataclass(frozen=True)
@@ -83,10 +93,12 @@ class AttentionShare:
 
 
 def attention_share(
-    preset: str = "Qwen2.5-7B", context: int = 4096, contexts: tuple[int, ...] = CONTEXTS
+    controls: AttentionControls = AttentionControls(), contexts: tuple[int, ...] = CONTEXTS
 ) -> AttentionShare:
-    """Attention's share of one decode step's FLOPs for ``preset``, at ``context`` and over
-    ``contexts`` (the chosen context is added to the curve if it is not on it)."""
+    """Attention's share of one decode step's FLOPs for the preset, at the context and over
+    ``contexts`` (the chosen context is added to the curve if it is not on it); the
+    crossover is ``flops.attention_balance_keys``."""
+    preset, context = controls.preset, controls.context
     cfg = models.get(preset)
     cfg.require_dense("attention_share")
     positive_int(context, "context")
@@ -105,7 +117,7 @@ def attention_share(
         attention=attention,
         matmuls=matmuls,
         two_n=two_n,
-        crossover=matmuls / flops.attention_flops_per_key(cfg),
+        crossover=float(flops.attention_balance_keys(cfg)),
         sliding_window=cfg.sliding_window,
     )
 
@@ -152,11 +164,11 @@ def draw_attention_share(ax, data: AttentionShare):
     return ax
 
 
-def show_attention_share(preset: str = "Qwen2.5-7B", context: int = 4096) -> None:
-    """The sliders' callback: draw the figure and print the summary (returns nothing, so
-    ``interact`` shows no extra output). The figure is made outside pyplot
-    (``helpers.widgets.figures``)."""
-    data = attention_share(preset, context)
+def show_attention_share(**controls) -> None:
+    """The sliders' callback (``controls``: ``AttentionControls``' knobs): draw the figure and
+    print the summary (returns nothing, so ``interact`` shows no extra output). The figure
+    is made outside pyplot (``helpers.widgets.figures``)."""
+    data = attention_share(AttentionControls(**controls))
     fig, ax = new_figure((7, 4))
     draw_attention_share(ax, data)
     show_figure(fig)

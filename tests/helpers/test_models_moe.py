@@ -299,7 +299,8 @@ def test_what_models_dense_decoders_only_refuses_naming_the_preset(name):
         ("critical_batch_aggregate", lambda: roofline.critical_batch_aggregate(cfg, hw, 1024)),
         ("the serving simulator's step model", lambda: serving.RooflineSteps(cfg, hw)),
         ("verify_costs", lambda: serving.verify_costs(cfg, hw, 1024)),
-        ("attention_share", lambda: flops_widget.attention_share(name)),
+        ("attention_share",
+         lambda: flops_widget.attention_share(flops_widget.AttentionControls(name))),
     ]
     for what, call in calls:
         with pytest.raises(ValueError, match=f"^{name}: {what}.* models dense decoders only; "

@@ -9,12 +9,13 @@ import pytest  # noqa: E402
 
 from helpers import flops, models  # noqa: E402
 from helpers.widgets import flops as widget  # noqa: E402
+from helpers.widgets.flops import AttentionControls  # noqa: E402
 
 
 def test_worked_numbers_qwen_7b():
     """docs/sources.md: attention adds 2.7% of 2N at 1k context and ~86% at 32k (Qwen2.5-7B)."""
-    short = widget.attention_share("Qwen2.5-7B", 1024)
-    long = widget.attention_share("Qwen2.5-7B", 32768)
+    short = widget.attention_share(AttentionControls("Qwen2.5-7B", 1024))
+    long = widget.attention_share(AttentionControls("Qwen2.5-7B", 32768))
     assert short.attention / short.two_n == pytest.approx(0.0270, abs=5e-4)
     assert long.attention / long.two_n == pytest.approx(0.8636, abs=5e-4)
     # Against the FLOPs that really run (matmuls, LM head for one token) the share is lower
@@ -25,7 +26,7 @@ def test_worked_numbers_qwen_7b():
 
 def test_point_equals_forward_flops():
     cfg = models.get("Llama-3.1-8B")
-    data = widget.attention_share("Llama-3.1-8B", 5000)
+    data = widget.attention_share(AttentionControls("Llama-3.1-8B", 5000))
     step = flops.forward_flops(cfg, 1, context=4999, logits="last")
     attention = step.by_op["attn_scores"] + step.by_op["attn_values"]
     assert data.attention == attention == 4 * 5000 * cfg.n_q_heads * cfg.head_dim * cfg.layers
@@ -35,7 +36,7 @@ def test_point_equals_forward_flops():
 
 @pytest.mark.parametrize("preset", models.names())
 def test_curve_rises_and_includes_the_chosen_context(preset):
-    data = widget.attention_share(preset, 3000)
+    data = widget.attention_share(AttentionControls(preset, 3000))
     assert 3000 in data.contexts and list(data.contexts) == sorted(data.contexts)
     assert len(data.share) == len(data.of_two_n) == len(data.contexts)
     assert all(0 < s < 1 for s in data.share)
@@ -45,27 +46,31 @@ def test_curve_rises_and_includes_the_chosen_context(preset):
 
 @pytest.mark.parametrize("preset", models.names())
 def test_crossover_is_where_attention_equals_the_matmuls(preset):
-    data = widget.attention_share(preset)
-    at = widget.attention_share(preset, round(data.crossover))
+    data = widget.attention_share(AttentionControls(preset))
+    at = widget.attention_share(AttentionControls(preset, round(data.crossover)))
     assert at.point_share == pytest.approx(0.5, abs=1e-4)
 
 
 def test_small_model_crosses_over_first():
-    crossover = {name: widget.attention_share(name).crossover for name in models.names()}
+    crossover = {name: widget.attention_share(AttentionControls(name)).crossover
+                 for name in models.names()}
     assert min(crossover, key=crossover.get) == "Qwen2.5-0.5B"
     assert 11_000 < crossover["Qwen2.5-0.5B"] < 12_000
     assert 35_000 < crossover["Qwen2.5-7B"] < 35_500
 
 
 def test_summary_mentions_sliding_window_only_past_it():
-    assert "sliding window" in widget.attention_share("Mistral-7B-v0.1", 8192).summary()
-    assert "sliding window" not in widget.attention_share("Mistral-7B-v0.1", 4096).summary()
-    assert "sliding window" not in widget.attention_share("Llama-3.1-8B", 8192).summary()
+    def summary(preset, context):
+        return widget.attention_share(AttentionControls(preset, context)).summary()
+
+    assert "sliding window" in summary("Mistral-7B-v0.1", 8192)
+    assert "sliding window" not in summary("Mistral-7B-v0.1", 4096)
+    assert "sliding window" not in summary("Llama-3.1-8B", 8192)
 
 
 def test_draw_on_given_axes():
     fig, ax = plt.subplots()
-    data = widget.attention_share("Mistral-7B-v0.1", 2048)
+    data = widget.attention_share(AttentionControls("Mistral-7B-v0.1", 2048))
     assert widget.draw_attention_share(ax, data) is ax
     xs, ys = ax.lines[0].get_data()
     assert list(xs) == list(data.contexts)
@@ -79,7 +84,7 @@ def test_draw_on_given_axes():
 
 
 def test_show_prints_summary_and_returns_nothing(capsys):
-    assert widget.show_attention_share("Qwen2.5-0.5B", 1024) is None
+    assert widget.show_attention_share(preset="Qwen2.5-0.5B", context=1024) is None
     assert "Qwen2.5-0.5B, token 1,024" in capsys.readouterr().out
     plt.close("all")
 
@@ -94,4 +99,4 @@ def test_show_prints_summary_and_returns_nothing(capsys):
 )
 def test_bad_arguments(args, message):
     with pytest.raises(ValueError, match=message):
-        widget.attention_share(*args)
+        widget.attention_share(AttentionControls(*args))

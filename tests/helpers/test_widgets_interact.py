@@ -20,7 +20,7 @@ from IPython.core.pylabtools import select_figure_formats
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from helpers import hardware, latency, models, sweep_record
+from helpers import cache_sweep, hardware, latency, models, sweep_record
 from helpers.widgets import (
     batching,
     flops,
@@ -58,7 +58,7 @@ def shell():
 
 def _cache_points():
     buffer = 2**20
-    return timing.cache_points([1, 2, 4, 8], [2e-5, 2e-5, 4e-5, 9e-5], buffer)
+    return cache_sweep.cache_points([1, 2, 4, 8], [2e-5, 2e-5, 4e-5, 9e-5], buffer)
 
 
 def _curves():
@@ -75,8 +75,8 @@ EXPLORERS = {
                              {"preset": "Qwen2.5-7B", "context": 4096}),
     "ch02 memory budget": (memory.show_memory_budget, {"model": "Qwen2.5-7B", "batch": 32}),
     "ch03 roofline": (roofline.show, {"model": "Qwen2.5-7B", "batch": 1}),
-    "ch04 cache sweep": (lambda copies, factor: timing.show(_cache_points(), 4 * 2**20, copies,
-                                                           factor),
+    "ch04 cache sweep": (lambda copies, factor: timing.show_cache(_cache_points(), 4 * 2**20,
+                                                                 copies=copies, factor=factor),
                          {"copies": 2, "factor": 2.0}),
     "ch05 sweep": (lambda layer, dtype: matmuls.show(
         sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM"), layer, dtype),

@@ -1,4 +1,5 @@
-"""The chapter 4 cache explorer's callback: measured times in, points, table and figure out."""
+"""Chapter 4's cache sweep read (``helpers.cache_sweep``) and its explorer's callback: measured
+times in, points, table and figure out."""
 
 import matplotlib
 
@@ -7,8 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import timing  # noqa: E402
+from helpers import cache_sweep, timing  # noqa: E402
 from helpers.widgets import timing as widget  # noqa: E402
+from helpers.widgets.timing import CacheControls  # noqa: E402
 
 MiB = 2**20
 LLC = 32 * MiB
@@ -19,7 +21,7 @@ SECONDS = [MiB / (g * 1e9) for g in GBPS]
 
 
 def points():
-    return widget.cache_points(COPIES, SECONDS, MiB)
+    return cache_sweep.cache_points(COPIES, SECONDS, MiB)
 
 
 def test_points_carry_working_set_bandwidth_and_time_per_byte():
@@ -46,71 +48,71 @@ def test_default_view_one_buffer_overstates_bandwidth():
 def test_verdict_follows_the_working_set(copies, start):
     if start is None:
         with pytest.raises(ValueError, match="no point with 33 copies"):
-            widget.cache_view(points(), LLC, copies)
+            widget.cache_view(points(), LLC, CacheControls(copies))
         return
-    assert widget.cache_view(points(), LLC, copies).verdict.startswith(start)
+    assert widget.cache_view(points(), LLC, CacheControls(copies)).verdict.startswith(start)
 
 
 def test_between_llc_and_factor_is_partly_cached():
-    pts = widget.cache_points([48], [MiB / 50e9], MiB)
-    view = widget.cache_view(pts, LLC, 48)
+    pts = cache_sweep.cache_points([48], [MiB / 50e9], MiB)
+    view = widget.cache_view(pts, LLC, CacheControls(48))
     assert view.verdict.startswith("past the LLC but under 2")
 
 
 def test_factor_slider_moves_the_rule_not_the_streaming_reference():
-    view = widget.cache_view(points(), LLC, 1, factor=4.0)
+    view = widget.cache_view(points(), LLC, CacheControls(1, factor=4.0))
     assert view.recommended_copies == 128
     assert view.streaming_bandwidth == pytest.approx(20e9)  # the 128 MiB point
-    view = widget.cache_view(points(), LLC, 1, factor=1.0)
+    view = widget.cache_view(points(), LLC, CacheControls(1, factor=1.0))
     assert view.recommended_copies == 32
     assert view.streaming_bandwidth == pytest.approx(20e9)  # still the 128 MiB point
 
 
 def test_no_point_past_the_rule_uses_the_largest():
-    pts = widget.cache_points([1, 2], [MiB / 90e9, MiB / 60e9], MiB)
+    pts = cache_sweep.cache_points([1, 2], [MiB / 90e9, MiB / 60e9], MiB)
     assert widget.cache_view(pts, LLC).streaming_bandwidth == pytest.approx(60e9)
 
 
 def test_streaming_from_is_where_the_curve_settles_whatever_the_reported_cache():
     # GBPS settles at 20 from 64 MiB (two times the 32 MiB cache) on.
     view = widget.cache_view(points(), LLC)
-    assert widget.streaming_from(view).working_set_bytes == 64 * MiB
+    assert cache_sweep.streaming_from(view.points).working_set_bytes == 64 * MiB
     # A cache reported 4x too large: the streaming rate is the largest point's, and the
     # measured edge is still 64 MiB, a quarter of the cache the machine reports.
     big = widget.cache_view(points(), 4 * LLC)
-    assert widget.streaming_from(big).working_set_bytes == 64 * MiB
+    assert cache_sweep.streaming_from(big.points).working_set_bytes == 64 * MiB
     # Within 10%: 21.5 GB/s counts as streaming against 20, 40 does not.
-    near = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+    near = cache_sweep.cache_points(COPIES, [MiB / (g * 1e9) for g in
                                         [90, 90, 90, 90, 80, 21.5, 20, 20]], MiB)
-    assert widget.streaming_from(widget.cache_view(near, LLC)).working_set_bytes == 32 * MiB
+    assert cache_sweep.streaming_from(near).working_set_bytes == 32 * MiB
 
 
 def test_streaming_rate_and_edge_do_not_follow_the_rule():
     # The 64 MiB point (2 × the cache) read 30% *slower* than the largest set: no cache served
     # it, so the edge stays where the fast points end (32 MiB) and the rate is 128 MiB's.
-    slow = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+    slow = cache_sweep.cache_points(COPIES, [MiB / (g * 1e9) for g in
                                         [90, 90, 90, 90, 80, 21.5, 14, 20]], MiB)
     view = widget.cache_view(slow, LLC)
     assert view.streaming_bandwidth == pytest.approx(20e9)
-    assert widget.streaming_from(view).working_set_bytes == 32 * MiB
+    assert cache_sweep.streaming_from(view.points).working_set_bytes == 32 * MiB
     # A 64 MiB point 30% faster than the largest: the cache still helped at 2 × its size.
-    fast = widget.cache_points(COPIES, [MiB / (g * 1e9) for g in
+    fast = cache_sweep.cache_points(COPIES, [MiB / (g * 1e9) for g in
                                         [90, 90, 90, 90, 80, 40, 26, 20]], MiB)
-    assert widget.streaming_from(widget.cache_view(fast, LLC)).working_set_bytes == 128 * MiB
+    assert cache_sweep.streaming_from(fast).working_set_bytes == 128 * MiB
 
 
 def test_at_working_set_brackets_a_size_on_the_curve():
     view = widget.cache_view(points(), LLC)
-    below, above = widget.at_working_set(view, 20 * MiB)
+    below, above = cache_sweep.at_working_set(view.points, 20 * MiB)
     assert (below.working_set_bytes, above.working_set_bytes) == (16 * MiB, 32 * MiB)
-    below, above = widget.at_working_set(view, 16 * MiB)
+    below, above = cache_sweep.at_working_set(view.points, 16 * MiB)
     assert below is above and below.working_set_bytes == 16 * MiB
-    assert widget.at_working_set(view, 1)[0].copies == 1  # before the first point
-    assert widget.at_working_set(view, 2**40)[1].copies == 128  # past the last
+    assert cache_sweep.at_working_set(view.points, 1)[0].copies == 1  # before the first point
+    assert cache_sweep.at_working_set(view.points, 2**40)[1].copies == 128  # past the last
 
 
 def test_table_marks_the_selected_row_and_states_the_rule():
-    text = widget.table(widget.cache_view(points(), LLC, 8))
+    text = widget.cache_view(points(), LLC, CacheControls(8)).table()
     lines = text.splitlines()
     assert len(lines) == 1 + len(COPIES) + 2
     marked = [line for line in lines if line.endswith("◀")]
@@ -121,7 +123,7 @@ def test_table_marks_the_selected_row_and_states_the_rule():
 
 def test_draw_plots_the_curve_and_the_reference_lines():
     fig, ax = plt.subplots()
-    widget.draw(ax, widget.cache_view(points(), LLC, 4))
+    widget.draw_cache(ax, widget.cache_view(points(), LLC, CacheControls(4)))
     curve = ax.lines[0]
     assert list(curve.get_xdata()) == COPIES
     assert list(curve.get_ydata()) == pytest.approx(GBPS)
@@ -132,27 +134,27 @@ def test_draw_plots_the_curve_and_the_reference_lines():
 
 
 def test_show_prints_the_table(capsys):
-    widget.show(points(), LLC, 2, 2.0)
+    widget.show_cache(points(), LLC, copies=2, factor=2.0)
     assert "◀" in capsys.readouterr().out
     plt.close("all")
 
 
 def test_bad_input():
     with pytest.raises(ValueError):
-        widget.cache_points([1, 2], [1e-5], MiB)
+        cache_sweep.cache_points([1, 2], [1e-5], MiB)
     with pytest.raises(ValueError):
-        widget.cache_points([], [], MiB)
+        cache_sweep.cache_points([], [], MiB)
     with pytest.raises(ValueError):
-        widget.cache_points([1], [1e-5], 0)
+        cache_sweep.cache_points([1], [1e-5], 0)
     with pytest.raises(ValueError):
         widget.cache_view([], LLC)
 
 
 def test_sweep_plan_reaches_four_times_the_cache():
-    buffer, copies = widget.sweep_plan("cpu", LLC)
+    buffer, copies = cache_sweep.sweep_plan("cpu", LLC)
     assert buffer == MiB
     assert copies == [1, 2, 4, 8, 16, 32, 64, 128]
-    buffer, copies = widget.sweep_plan("cpu", 3 * MiB)
+    buffer, copies = cache_sweep.sweep_plan("cpu", 3 * MiB)
     assert copies[-1] * buffer >= 12 * MiB and copies[-2] * buffer < 12 * MiB
 
 
@@ -161,7 +163,7 @@ def test_measured_cache_sweep_becomes_points(capsys):
                                          progress=True)  # fmt: skip
     bar = capsys.readouterr().err
     assert "cache sweep: 100%" in bar and "2/2" in bar, bar
-    pts = widget.cache_points([1, 2], seconds, 64 * 1024)
+    pts = cache_sweep.cache_points([1, 2], seconds, 64 * 1024)
     assert [p.copies for p in pts] == [1, 2]
     assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
     with pytest.raises(ValueError, match="at least one count"):
