@@ -61,7 +61,7 @@ def token_costs(
 
 def cheapest_degree(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, context: int, tpot_slo: float,
-    price_per_chip_hour: float, max_ranks: int = 8, dtype: str = "bf16",
+    price_per_chip_hour: float, max_ranks: int = 8, dtype: str = "bf16", *,
     kv_dtype: str | None = None,
 ) -> dict | None:  # fmt: skip
     """The tensor-parallel degree and batch that decode at the least cost per output token
@@ -79,7 +79,7 @@ def cheapest_degree(
     _price(price_per_chip_hour)
     best = None
     for ranks in degrees(cfg, max_ranks):
-        cap = tp_max_sequences(cfg, hw, ranks, context, dtype, kv_dtype)
+        cap = tp_max_sequences(cfg, hw, ranks, context, dtype, kv_dtype=kv_dtype)
 
         def tpot(batch: int, ranks: int = ranks) -> float:
             return tp_tpot(cfg, hw, net, ranks, context, batch, dtype, kv_dtype=kv_dtype)

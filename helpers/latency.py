@@ -20,16 +20,15 @@ import math
 from collections.abc import Mapping, Sequence
 
 from helpers._validate import positive_int
-from helpers.flops import forward_flops, matmul_flops
+from helpers.flops import forward_flops
 from helpers.hardware import HardwareSpec
-from helpers.memory import dtype_bytes, forward_bytes, linear_bytes, max_concurrent_sequences
+from helpers.memory import dtype_bytes, forward_bytes, max_concurrent_sequences
 from helpers.models import ModelConfig
 from helpers.roofline import (
     RooflineTime,
-    bound_time,
     decode_split,
     decode_split_weight_only,
-    predicted_time,
+    matmul_time,
     roofline_time,
 )
 
@@ -85,17 +84,18 @@ def ttft(
 
 def decode_step_time(
     cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16",
-    weight_dtype: str | None = None,
+    activation_dtype: str | None = None,
 ) -> float:  # fmt: skip
     """Seconds for one decode step of ``batch`` sequences with ``context`` cached tokens.
 
     The split model: the weight matmuls and attention are each bounded on their own and their
     times add (they run one after the other), so a large batch cannot hide attention's
-    memory traffic behind the weights' compute (chapters 3 and 7). ``weight_dtype``: the
-    weights stored narrower than ``dtype`` (``roofline.decode_split_weight_only``, chapter 7).
+    memory traffic behind the weights' compute (chapters 3 and 7). ``activation_dtype``: the
+    activations and KV cache wider than the weights' ``dtype``, as weight-only quantization
+    runs (``roofline.decode_split_weight_only``, chapter 7); None: all in ``dtype``.
     """
-    parts = (decode_split(cfg, hw, batch, context, dtype) if weight_dtype is None else
-             decode_split_weight_only(cfg, hw, batch, context, weight_dtype, dtype))
+    parts = (decode_split(cfg, hw, batch, context, dtype) if activation_dtype is None else
+             decode_split_weight_only(cfg, hw, batch, context, dtype, activation_dtype))
     return parts["weights"].seconds + parts["attention"].seconds
 
 
@@ -363,7 +363,7 @@ def roofline_verdict(
     if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
         raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
     # The roofline's two times over the timing: each is the share of its ceiling achieved.
-    floor = bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
+    floor = matmul_time(m, k, n, peak, bandwidth, dtype)
     if floor.compute_seconds / seconds > 1 + tolerance:
         return "compute"
     if floor.memory_seconds / seconds > 1 + tolerance:
@@ -400,9 +400,9 @@ def layer_time(
     dtype: str = "bf16",
 ) -> float:  # fmt: skip
     """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
-    ``roofline.predicted_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
+    ``roofline.matmul_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
     each matmul with its own bound."""
-    return sum(predicted_time(m, k, n, peak, bandwidth, dtype) for k, n in shapes.values())
+    return sum(matmul_time(m, k, n, peak, bandwidth, dtype).seconds for k, n in shapes.values())
 
 
 def layer_check(
@@ -412,7 +412,7 @@ def layer_check(
     """A layer's measured matmuls against the roofline (chapter 5). ``shapes`` maps each
     matmul's name to its (in, out) features, ``seconds`` the same names to their measured
     times at m tokens. Returns ``"predicted"``: the roofline's time of the layer, each matmul
-    at its own bound (``roofline.bound_time``) and the times added, not the roofline of the
+    at its own bound (``roofline.matmul_time``) and the times added, not the roofline of the
     layer's total FLOPs and bytes (which lets a memory-bound matmul's bytes hide behind a
     compute-bound one's FLOPs); ``"error"``: ``prediction_error`` against the layer's
     measured time; ``"worst"``: the matmul that loses the most time against its own roofline
@@ -421,8 +421,8 @@ def layer_check(
     it fell short of."""
     if set(seconds) != set(shapes) or not shapes:
         raise ValueError("need a measured time for each matmul of shapes, and at least one")
-    floors = {name: bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak,
-                               bandwidth) for name, (k, n) in shapes.items()}  # fmt: skip
+    floors = {name: matmul_time(m, k, n, peak, bandwidth, dtype)
+              for name, (k, n) in shapes.items()}  # fmt: skip
     predicted = sum(floor.seconds for floor in floors.values())
     worst = max(shapes, key=lambda name: seconds[name] - floors[name].seconds)
     return {"predicted": float(predicted),
@@ -437,15 +437,13 @@ def full_size_time(
     """The real shape's seconds at m tokens estimated from a point timed at a scaled shape
     (chapter 5). ``timed`` and ``real`` are (k, n); the real shape is assumed to run at the
     share of its roofline the timed one reached: ``median_s`` · t(real) / t(timed), with t
-    from ``roofline.predicted_time``. None when the two have different bounds (compute-bound:
+    from ``roofline.matmul_time``. None when the two have different bounds (compute-bound:
     the compute term at least the memory term): a scaled shape has less intensity, so between
     its knee and the real shape's it is memory-bound while the real one is compute-bound, and
     a share of the bandwidth says nothing about a share of the compute."""
     if not median_s > 0:
         raise ValueError(f"median_s must be positive, got {median_s!r}")
-    timed_time, real_time = (
-        bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
-        for k, n in (timed, real))  # fmt: skip
+    timed_time, real_time = (matmul_time(m, k, n, peak, bandwidth, dtype) for k, n in (timed, real))
     if timed_time.bound != real_time.bound:
         return None
     return float(median_s * real_time.seconds / timed_time.seconds)

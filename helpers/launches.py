@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers import timing
 from helpers._validate import non_negative_int, positive_int
+from helpers.memory import kv_blocks
 
 if TYPE_CHECKING:
     from helpers.decoder.model import Decoder
@@ -101,8 +102,8 @@ def decode_step_ops(model: Decoder, batch: int = 1, context: int = 64,
 
     positive_int(batch, "batch")
     non_negative_int(context, "context")
-    positive_int(block_size, "block_size")
-    per_sequence = -(-(context + 1) // block_size)
+    # Each sequence's cache holds its context and the token this step writes.
+    per_sequence = kv_blocks(context + 1, block_size)
     cache = model.new_paged_cache(batch * per_sequence, block_size)
     generator = torch.Generator().manual_seed(0)
     entries = [PagedEntry(torch.randint(0, model.cfg.vocab, (1,), generator=generator), context,

@@ -3,6 +3,11 @@
 Weights, the KV cache, and the activations each matmul reads and writes. Quantized formats
 (fp8, int8, int4) are counted at their element size only; real checkpoints add small
 per-group scales, which these counts leave out.
+
+One precision vocabulary in every signature of the helpers: ``dtype`` is the weights' (and
+the activations') dtype, ``kv_dtype`` the KV cache's, None meaning the same as ``dtype``
+(``kv_dtype_or`` resolves it). Weight-only quantization, whose activations stay wider than
+its weights, names those ``activation_dtype`` (``roofline.decode_split_weight_only``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ __all__ = [
     "kv_footprint",
     "DTYPE_BITS",
     "dtype_bytes",
+    "kv_dtype_or",
     "weight_bytes",
     "int4_checkpoint_bytes",
     "kv_bytes_per_token",
@@ -44,6 +50,15 @@ def _bits(dtype: str) -> int:
 def dtype_bytes(dtype: str) -> float:
     """Bytes per element: fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5 (chapter 2)."""
     return _bits(dtype) / 8
+
+
+def kv_dtype_or(dtype: str, kv_dtype: str | None) -> str:
+    """The KV cache's dtype: ``kv_dtype``, or ``dtype`` (the weights') when it is None, the
+    one default of every signature that takes both (chapters 2, 7–10). An unknown dtype
+    raises, by name."""
+    resolved = dtype if kv_dtype is None else kv_dtype
+    _bits(resolved)
+    return resolved
 
 
 def _bytes(elements: int, dtype: str) -> int:
@@ -225,8 +240,7 @@ def forward_bytes(
     one_of(logits, ("all", "last"), "logits")
     if experts is not None and not 0 <= experts <= cfg.n_experts:
         raise ValueError(f"experts must be in 0 … n_experts={cfg.n_experts}, got {experts!r}")
-    kv_dtype = kv_dtype or dtype
-    _bits(kv_dtype)
+    kv_dtype = kv_dtype_or(dtype, kv_dtype)
     tokens = batch * new_tokens
     d, layers = cfg.hidden, cfg.layers
     cached = batch * cached_tokens(cfg, context + new_tokens)
@@ -292,26 +306,29 @@ def max_concurrent_sequences(
     context: int,
     dtype: str = "bf16",
     *,
-    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
     reserve_bytes: float = 0,
 ) -> int:
     """How many sequences of ``context`` tokens fit beside the weights (chapter 2):
-    ⌊(memory − weights − reserve) / (κ · cached tokens)⌋, the KV cache in ``dtype``, before
-    activations, fragmentation and the framework's own reserve (unless ``reserve_bytes``
-    sets it aside), so a real server fits fewer. 0 if the weights alone do not fit.
+    ⌊(memory − weights − reserve) / (κ · cached tokens)⌋, the weights in ``dtype`` and the
+    KV cache in ``kv_dtype`` (default ``dtype``), before activations, fragmentation and the
+    framework's own reserve (unless ``reserve_bytes`` sets it aside), so a real server fits
+    fewer. 0 if the weights alone do not fit.
 
-    ``weight_dtype``: the weights stored narrower than ``dtype`` (weight-only quantization,
-    int8 or int4 weights with bf16 activations and KV cache; chapter 7); default ``dtype``.
+    Weight-only quantization (int8 or int4 weights, bf16 activations and KV cache; chapter
+    7) is ``dtype="int4", kv_dtype="bf16"``; an fp8 cache beside bf16 weights (chapter 10)
+    is ``kv_dtype="fp8"``.
     """
     positive_int(context, "context")
     if not memory_bytes > 0:
         raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
     if not reserve_bytes >= 0:
         raise ValueError(f"reserve_bytes must be >= 0, got {reserve_bytes!r}")
-    free = memory_bytes - weight_bytes(cfg, weight_dtype or dtype) - reserve_bytes
+    kv_dtype = kv_dtype_or(dtype, kv_dtype)
+    free = memory_bytes - weight_bytes(cfg, dtype) - reserve_bytes
     if free <= 0:
         return 0
-    return int(free // (kv_bytes_per_token(cfg, dtype) * cached_tokens(cfg, context)))
+    return int(free // (kv_bytes_per_token(cfg, kv_dtype) * cached_tokens(cfg, context)))
 
 
 def longest_context(

@@ -10,8 +10,8 @@ The roofline has one name per question it answers:
   max(FLOPs/P, bytes/β), labelled by the winning term: every roofline time in the
   helpers is this one;
 - ``roofline_time``: ``bound_time`` on a chip of ``helpers.hardware``'s table at a dtype;
-- ``predicted_time``: ``bound_time`` of one matmul [m×k]·[k×n], in seconds, for measured
-  ceilings (chapter 5);
+- ``matmul_time``: ``bound_time`` of one matmul [m×k]·[k×n] under given ceilings
+  (chapters 4, 5 and 7);
 - ``decode_split`` / ``decode_aggregate``: a decode step's parts, or the whole step, as
   ``roofline_time``s (the prefill's is ``latency.prefill_time``).
 """
@@ -50,7 +50,7 @@ __all__ = [
     "bound_time",
     "RooflineTime",
     "roofline_time",
-    "predicted_time",
+    "matmul_time",
     "decode_split",
     "decode_aggregate",
     "critical_batch_aggregate",
@@ -339,13 +339,14 @@ def critical_batch_moe(
     return first_batch(compute_bound, max_batch)
 
 
-def predicted_time(
+def matmul_time(
     m: int, k: int, n: int, peak: float, bandwidth: float, dtype: str = "bf16"
-) -> float:
-    """Roofline seconds of y[m×n] = x[m×k]·W on a device whose measured ceilings are ``peak``
-    FLOP/s and ``bandwidth`` B/s (chapter 5): max(2mkn / peak, b(mk + kn + mn) / bandwidth).
-    The knee of the same shape is ``gemm_knee(k, n, peak / bandwidth, dtype)``."""
-    return bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth).seconds
+) -> RooflineTime:
+    """The roofline time of y[m×n] = x[m×k]·W under ceilings of ``peak`` FLOP/s and
+    ``bandwidth`` B/s, a datasheet's or a device's measured ones (chapters 4, 5 and 7):
+    ``bound_time`` of 2mkn FLOPs and b(mk + kn + mn) bytes. The knee of the same shape is
+    ``gemm_knee(k, n, peak / bandwidth, dtype)``."""
+    return bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
 
 
 # Weight-only quantization (chapter 7): int8/int4 weights, bf16 activations.
@@ -356,10 +357,10 @@ def decode_split_weight_only(
     hw: HardwareSpec,
     batch: int,
     context: int,
-    weight_dtype: str,
+    dtype: str,
     activation_dtype: str = "bf16",
 ) -> dict[str, RooflineTime]:
-    """``decode_split`` with the weight matrices stored in ``weight_dtype`` and everything
+    """``decode_split`` with the weight matrices stored in ``dtype`` and everything
     else (activations, KV cache, the matmuls' arithmetic) in ``activation_dtype``, as
     weight-only quantization runs (chapter 7): the weights are dequantized on the fly, so
     the bytes of the weight part shrink while its FLOPs and peak stay those of
@@ -368,7 +369,7 @@ def decode_split_weight_only(
     weights = split["weights"]
     elements = cfg.layers * sum(k * n for name, (k, n) in cfg.linear_shapes().items()
                                 if name != "lm_head") + cfg.hidden * cfg.vocab  # fmt: skip
-    saved = (dtype_bytes(activation_dtype) - dtype_bytes(weight_dtype)) * elements
+    saved = (dtype_bytes(activation_dtype) - dtype_bytes(dtype)) * elements
     flops = weights.compute_seconds * hw.peak(activation_dtype)
     moved = weights.memory_seconds * hw.bandwidth - saved
     return {"weights": roofline_time(flops, moved, hw, activation_dtype),
@@ -378,7 +379,7 @@ def decode_split_weight_only(
 def critical_batch_weight_only(
     cfg: ModelConfig,
     hw: HardwareSpec,
-    weight_dtype: str,
+    dtype: str,
     activation_dtype: str = "bf16",
     max_batch: int = 1 << 20,
 ) -> int | None:
@@ -389,7 +390,7 @@ def critical_batch_weight_only(
     positive_int(max_batch, "max_batch")
 
     def compute_bound(batch: int) -> bool:
-        split = decode_split_weight_only(cfg, hw, batch, 1, weight_dtype, activation_dtype)
+        split = decode_split_weight_only(cfg, hw, batch, 1, dtype, activation_dtype)
         return split["weights"].bound == "compute"
 
     return first_batch(compute_bound, max_batch)

@@ -51,6 +51,7 @@ from helpers import ceilings as ceilings_mod
 from helpers import kernels, machine, timing
 from helpers.ceilings import Ceilings
 from helpers.flops import matmul_flops
+from helpers.latency import prediction_error
 from helpers.memory import dtype_bytes, linear_bytes
 from helpers.models import ModelConfig
 from helpers.roofline import bound_time
@@ -319,12 +320,12 @@ def sweep_point(
 
 def predict(point: SweepPoint, ceilings: Ceilings) -> SweepPoint:
     """``point`` with the roofline's prediction for its exact shape from ``ceilings``
-    (``roofline.bound_time``): the time, its error against the measurement (predicted /
-    measured − 1) and the bound."""
+    (``roofline.bound_time`` of the point's recorded FLOPs and bytes): the time, its error
+    against the measurement (``latency.prediction_error``) and the bound."""
     predicted = bound_time(point.flops, point.bytes, ceilings.peak(point.dtype),
                            ceilings.bandwidth)  # fmt: skip
     return replace(point, predicted_s=predicted.seconds,
-                   prediction_error=predicted.seconds / point.median_s - 1,
+                   prediction_error=prediction_error(predicted.seconds, point.median_s),
                    bound=predicted.bound)  # fmt: skip
 
 

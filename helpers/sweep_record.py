@@ -16,14 +16,13 @@ that the measurements imply; not ``latency.measured_knee``, chapter 7's knee in 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from helpers import timing
 from helpers.ceilings import Ceilings
-from helpers.flops import matmul_flops
-from helpers.memory import linear_bytes
-from helpers.roofline import bound_time, gemm_knee
+from helpers.latency import prediction_error
+from helpers.roofline import bound_time, gemm_knee, matmul_time
 from helpers.sweep import (
     LAYERS,
     PREFILL_MIN_TOKENS,
@@ -41,7 +40,6 @@ __all__ = [
     "roofline_results",
     "summarize",
     "points_above_roofline",
-    "LayerPoint",
     "results_ceilings",
     "layer_points",
     "compute_end",
@@ -99,9 +97,8 @@ def roofline_results(
     for dtype in dtypes:
         for shape in layer_shapes(cfg):
             for m in token_counts() if tokens is None else tokens:
-                seconds = bound_time(matmul_flops(m, shape.k, shape.n),
-                                     linear_bytes(m, shape.k, shape.n, dtype),
-                                     ideal.peak(dtype), ideal.bandwidth).seconds  # fmt: skip
+                seconds = matmul_time(m, shape.k, shape.n, ideal.peak(dtype), ideal.bandwidth,
+                                      dtype).seconds  # fmt: skip
                 exact = timing.Timing.from_samples([seconds], device="roofline", threads=0)
                 points.append(predict(sweep_point(shape, m, dtype, 1, exact, kernel="roofline",
                                              cache_defeat="none", copies=0), ideal))  # fmt: skip
@@ -120,7 +117,7 @@ def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dic
     """Per dtype, the sweep's headline figures over whole layers (every shape, weighted by
     use): decode (m = 1) achieved B/s as a fraction of the measured bandwidth; prefill
     (m ≥ 1024) achieved FLOP/s as a fraction of the measured matmul ceiling; and the
-    roofline prediction's relative error (predicted / measured − 1) for each."""
+    roofline prediction's relative error (``latency.prediction_error``) for each."""
     summary: dict[str, dict[str, Any]] = {}
     for dtype in dict.fromkeys(p.dtype for p in points):
         ours = [p for p in points if p.dtype == dtype]
@@ -129,13 +126,13 @@ def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dic
         if decode:
             _, nbytes, measured, predicted = _layer_totals(decode)
             entry["decode_bandwidth_fraction"] = nbytes / measured / ceilings.bandwidth
-            entry["decode_prediction_error"] = predicted / measured - 1
+            entry["decode_prediction_error"] = prediction_error(predicted, measured)
             entry["decode_kernels"] = sorted({p.kernel for p in decode})
         prefill = [p for p in ours if p.m >= PREFILL_MIN_TOKENS]
         if prefill:
             flops, _, measured, predicted = _layer_totals(prefill)
             entry["prefill_flops_fraction"] = flops / measured / ceilings.peak(dtype)
-            entry["prefill_prediction_error"] = predicted / measured - 1
+            entry["prefill_prediction_error"] = prediction_error(predicted, measured)
             entry["prefill_kernels"] = sorted({p.kernel for p in prefill})
         summary[dtype] = entry
     return summary
@@ -153,24 +150,6 @@ def points_above_roofline(
                 p["flops"], p["bytes"], peaks[p["dtype"]], bandwidth).seconds]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class LayerPoint:
-    """One measured point of one layer: m tokens, the shape timed (``scale``: every dimension
-    of the real model divided by it), its time, and where it sits on the roofline."""
-
-    dtype: str
-    m: int
-    k: int
-    n: int
-    scale: int
-    seconds: float
-    achieved_flops: float
-    achieved_bandwidth: float
-    intensity: float
-    predicted_s: float
-    bound: str
-
-
 def results_ceilings(results: Mapping[str, Any], dtype: str) -> tuple[float, float]:
     """A record's matmul ceiling for ``dtype`` and its bandwidth; ValueError naming the
     dtypes it has otherwise."""
@@ -182,23 +161,18 @@ def results_ceilings(results: Mapping[str, Any], dtype: str) -> tuple[float, flo
 
 
 def layer_points(results: Mapping[str, Any], layer: str = "gate",
-                 dtype: str = "fp32") -> list[LayerPoint]:  # fmt: skip
+                 dtype: str = "fp32") -> list[SweepPoint]:  # fmt: skip
     """The sweep points of one layer in one dtype, by increasing m. A point's ``shape`` is
     the label of the layers sharing it ("q,o"), so "o" finds the q projection's points."""
     if layer not in LAYERS:
         raise ValueError(f"unknown layer {layer!r}: one of {', '.join(LAYERS)}")
     results_ceilings(results, dtype)
-    rows = [
-        LayerPoint(dtype, p["m"], p["k"], p["n"], p.get("scale", 1), p["median_s"],
-                   p["achieved_flops"], p["bytes"] / p["median_s"], p["intensity"],
-                   p["predicted_s"], p["bound"])  # fmt: skip
-        for p in results["points"]
-        if p["dtype"] == dtype and layer in p["shape"].split(",")
-    ]
+    rows = [p for p in record_points(results)
+            if p.dtype == dtype and layer in p.shape.split(",")]  # fmt: skip
     return sorted(rows, key=lambda row: row.m)
 
 
-def compute_end(rows: Sequence[LayerPoint]) -> LayerPoint | None:
+def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
     """The point whose achieved FLOP/s stands for the compute roof this layer reached: the
     largest m timed at the shape of the smallest-m point, if that point is compute-bound;
     otherwise the largest m of all (a scaled point). A scaled point is a smaller GEMM, which
@@ -215,7 +189,7 @@ def compute_end(rows: Sequence[LayerPoint]) -> LayerPoint | None:
     return max(rows, key=lambda r: r.m)
 
 
-def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
+def measured_ridge(rows: Sequence[SweepPoint]) -> float | None:
     """The ridge this layer showed: the achieved FLOP/s of ``compute_end`` (the compute roof
     it really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
     reached). None with fewer than two points."""
@@ -226,7 +200,7 @@ def measured_ridge(rows: Sequence[LayerPoint]) -> float | None:
     return last.achieved_flops / first.achieved_bandwidth
 
 
-def token_knee(rows: Sequence[LayerPoint]) -> int | None:
+def token_knee(rows: Sequence[SweepPoint]) -> int | None:
     """The knee in tokens m the measurements imply (not ``latency.measured_knee``, a batch
     knee): ``roofline.gemm_knee`` of the smallest-m point's shape
     at the layer's own ridge (``measured_ridge``) in place of the device's.

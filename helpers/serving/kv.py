@@ -69,7 +69,7 @@ def kv_capacity_tokens(cfg: ModelConfig, memory_bytes: float, dtype: str = "bf16
     """KV token slots beside the weights: ``memory.max_concurrent_sequences`` at context 1,
     i.e. ⌊(memory − weights) / κ⌋, before activations and the framework's reserve (ch. 7);
     the weights in ``dtype``, the cache in ``kv_dtype`` (default ``dtype``; chapter 10)."""
-    return max_concurrent_sequences(cfg, memory_bytes, 1, kv_dtype or dtype, weight_dtype=dtype)
+    return max_concurrent_sequences(cfg, memory_bytes, 1, dtype, kv_dtype=kv_dtype)
 
 
 def kv_transfer_seconds(

@@ -79,9 +79,9 @@ class Scenario:
             raise ValueError(f"tp must be an int >= 1 (chips per engine), got {self.tp!r}")
         tensor_parallel.shard_config(cfg, self.tp)  # a T that does not split the heads raises
         tensor_parallel.link(self.tp_link)
-        if self.kv_dtype is not None:
-            memory.dtype_bytes(self.kv_dtype)  # an unknown dtype raises, by name
-        if self.kv_dtype == self.dtype:  # the default, spelt out: one deployment, one cache key
+        # An unknown dtype raises, by name; the default spelt out (a cache in the weights'
+        # dtype) is stored as None: one deployment, one cache key.
+        if memory.kv_dtype_or(self.dtype, self.kv_dtype) == self.dtype:
             object.__setattr__(self, "kv_dtype", None)
         for value, name in ((self.rate, "rate"), (self.ttft_slo, "ttft_slo"),
                             (self.tpot_slo, "tpot_slo"), (self.link_gb_per_s, "link")):

@@ -23,6 +23,7 @@ from helpers.hardware import HardwareSpec
 from helpers.latency import check_sweep
 from helpers.memory import (
     forward_bytes,
+    kv_dtype_or,
     linear_bytes,
 )
 from helpers.models import ModelConfig
@@ -85,7 +86,8 @@ class RooflineSteps:
     embeddings and LM head whole) on the roofline, plus the step's 2 · layers all-reduces of
     its [tokens × hidden] activations over ``link`` (``tensor_parallel.step_allreduce_seconds``),
     after the parts above. A decode-only step then equals ``tensor_parallel.tp_decode_step``'s
-    parts summed. ``kv_dtype``: the KV cache stored narrower than ``dtype`` (fp8, int8).
+    parts summed. ``kv_dtype``: the KV cache's dtype (default ``dtype``, the weights'; fp8
+    or int8 stores it narrower).
     """
 
     def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16",
@@ -98,7 +100,7 @@ class RooflineSteps:
             raise ValueError(f"tp={tp} needs the link its all-reduces cross (a "
                              f"tensor_parallel.Link), got {link!r}")  # fmt: skip
         self.cfg, self.hw, self.dtype = cfg, hw, dtype
-        self.tp, self.link, self.kv_dtype = tp, link, kv_dtype or dtype
+        self.tp, self.link, self.kv_dtype = tp, link, kv_dtype_or(dtype, kv_dtype)
         self.shard = shard  # what one chip of the engine holds
         if (isinstance(step_overhead_s, bool) or not isinstance(step_overhead_s, (int, float))
                 or not 0 <= step_overhead_s < math.inf):

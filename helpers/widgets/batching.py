@@ -1,7 +1,8 @@
 """The batching explorer of chapter 7 (`07_batching`): throughput against latency as the
 decode batch grows, and where the critical batch and the memory cap stop it.
 
-``batch_curve`` reads every number off the helpers (``latency.decode_step_time``,
+``BatchControls`` holds the sliders' knobs and defaults; ``batch_curve`` reads every number
+off the helpers (``latency.decode_step_time``,
 ``roofline.critical_batch_weight_only``, ``memory.max_concurrent_sequences``: no formula
 lives here); ``draw_batch_curve`` draws aggregate tokens/s against TPOT, one point per batch, as
 "How to Scale Your Model" draws it, on a matplotlib Axes; ``plot_batch_curve`` shows one
@@ -18,10 +19,21 @@ from helpers import hardware, latency, memory, models, roofline
 from helpers._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["BatchCurve", "batch_curve", "draw_batch_curve", "plot_batch_curve",
+__all__ = ["BatchControls", "BatchCurve", "batch_curve", "draw_batch_curve", "plot_batch_curve",
            "show_batch_curve", "BATCHES"]  # fmt: skip
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class BatchControls:
+    """The explorer's knobs and their defaults: a model on a chip, the decode's context, the
+    weights' dtype."""
+
+    model: str = "Llama-3.1-8B"
+    chip: str = "H100 SXM"
+    context: int = 4096
+    weight_dtype: str = "bf16"
 
 
 @dataclass(frozen=True)
@@ -55,23 +67,21 @@ class BatchCurve:
 
 
 def batch_curve(
-    model: str,
-    chip: str,
-    context: int,
-    weight_dtype: str = "bf16",
-    batches: Sequence[int] = BATCHES,
+    controls: BatchControls = BatchControls(), batches: Sequence[int] = BATCHES
 ) -> BatchCurve:
     """The curve's numbers: bf16 activations and KV cache, weights in ``weight_dtype``."""
+    model, chip = controls.model, controls.chip
+    context, weight_dtype = controls.context, controls.weight_dtype
     positive_int(context, "context")
     for b in batches:
         positive_int(b, "a batch size")
     cfg, hw = models.get(model), hardware.get(chip)
-    tpot = tuple(latency.decode_step_time(cfg, hw, b, context, weight_dtype=weight_dtype)
-                 for b in batches)  # fmt: skip
+    tpot = tuple(latency.decode_step_time(cfg, hw, b, context, weight_dtype,
+                                          activation_dtype="bf16") for b in batches)  # fmt: skip
     return BatchCurve(model, chip, context, weight_dtype, tuple(batches), tpot,
                       roofline.critical_batch_weight_only(cfg, hw, weight_dtype),
-                      memory.max_concurrent_sequences(cfg, hw.memory_bytes, context,
-                                                      weight_dtype=weight_dtype))  # fmt: skip
+                      memory.max_concurrent_sequences(cfg, hw.memory_bytes, context, weight_dtype,
+                                                      kv_dtype="bf16"))  # fmt: skip
 
 
 def draw_batch_curve(ax, curve: BatchCurve) -> None:
@@ -98,7 +108,8 @@ def plot_batch_curve(curve: BatchCurve) -> None:
     show_figure(fig)
 
 
-def show_batch_curve(model: str, chip: str, context: int, weight_dtype: str) -> None:
-    """The ``interact`` callback: the curve of ``batch_curve`` in a new figure. It returns
-    nothing: ``interact`` would print a returned value's repr under the figure."""
-    plot_batch_curve(batch_curve(model, chip, context, weight_dtype))
+def show_batch_curve(**controls) -> None:
+    """The ``interact`` callback (``BatchControls``' knobs): the curve of ``batch_curve`` in a
+    new figure. It returns nothing: ``interact`` would print a returned value's repr under
+    the figure."""
+    plot_batch_curve(batch_curve(BatchControls(**controls)))

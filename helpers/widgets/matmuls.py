@@ -6,9 +6,10 @@ helpers.bench`` writes to its JSON file), so the same callback draws the reader'
 a results file from another device, or the ideal device of ``sweep_record.roofline_results``.
 
 Every number it shows is read by ``helpers.sweep_record`` (``layer_points``,
-``measured_ridge``, ``token_knee``) or computed by the roofline (``roofline.gemm_knee``,
-``latency.prediction_error``): ``table`` prints the points, ``draw`` puts them on a figure
-with ``helpers.plots.plot_roofline``, and ``show`` is what the notebook's dropdowns call.
+``measured_ridge``, ``token_knee``; each point's ``prediction_error``, from
+``latency.prediction_error``) or computed by the roofline (``roofline.gemm_knee``):
+``table`` prints the points, ``draw`` puts them on a figure with
+``helpers.plots.plot_roofline``, and ``show`` is what the notebook's dropdowns call.
 """
 
 from __future__ import annotations
@@ -17,24 +18,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from helpers.flops import matmul_flops
-from helpers.latency import prediction_error
 from helpers.plots import plot_roofline
 from helpers.roofline import gemm_knee
-from helpers.sweep_record import LayerPoint, layer_points, results_ceilings, token_knee
+from helpers.sweep import SweepPoint
+from helpers.sweep_record import layer_points, results_ceilings, token_knee
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["table", "draw", "show"]
 
 
-def table(rows: Sequence[LayerPoint]) -> str:
+def table(rows: Sequence[SweepPoint]) -> str:
     """The points as a fixed-width text table."""
     lines = [f"{'m':>5}{'k':>7}{'n':>7}{'time (ms)':>12}{'GFLOP/s':>10}{'FLOP/B':>9}"
              f"{'roofline (ms)':>15}{'error':>8}  bound"]  # fmt: skip
     for r in rows:
-        lines.append(f"{r.m:>5}{r.k:>7}{r.n:>7}{r.seconds * 1e3:>12.4f}"
+        lines.append(f"{r.m:>5}{r.k:>7}{r.n:>7}{r.median_s * 1e3:>12.4f}"
                      f"{r.achieved_flops / 1e9:>10.2f}"
                      f"{r.intensity:>9.1f}{r.predicted_s * 1e3:>15.4f}"
-                     f"{prediction_error(r.predicted_s, r.seconds):>+8.0%}  {r.bound}")  # fmt: skip
+                     f"{r.prediction_error:>+8.0%}  {r.bound}")  # fmt: skip
     return "\n".join(lines)
 
 

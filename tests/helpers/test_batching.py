@@ -89,7 +89,7 @@ def test_weight_only_equals_plain_when_dtypes_agree(name):
     assert same["attention"] == plain["attention"]
     assert roofline.critical_batch_weight_only(cfg, H100, "bf16") == \
         roofline.critical_batch_split(cfg, H100)
-    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype="bf16") \
+    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, kv_dtype="bf16") \
         == memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096)
 
 
@@ -99,7 +99,7 @@ def test_weight_only_moves_the_critical_batch_and_the_cap():
     int8 = roofline.critical_batch_weight_only(cfg, H100, "int8")
     int4 = roofline.critical_batch_weight_only(cfg, H100, "int4")
     assert int8 == pytest.approx(bf16 / 2, rel=0.02) and int4 == pytest.approx(bf16 / 4, rel=0.03)
-    caps = [memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype=w)
+    caps = [memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, w, kv_dtype="bf16")
             for w in ("bf16", "int8", "int4")]
     assert caps[0] < caps[1] < caps[2]
     kappa = memory.kv_bytes_per_token(cfg) * 4096
@@ -108,8 +108,9 @@ def test_weight_only_moves_the_critical_batch_and_the_cap():
     # a 70B model does not fit one H100 in bf16, does in int4
     big = models.get("Llama-3.1-70B")
     assert memory.max_concurrent_sequences(big, H100.memory_bytes, 4096) == 0
-    assert memory.max_concurrent_sequences(big, H100.memory_bytes, 4096, weight_dtype="int4") > 0
-    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, weight_dtype="int4",
+    assert memory.max_concurrent_sequences(big, H100.memory_bytes, 4096, "int4",
+                                           kv_dtype="bf16") > 0  # fmt: skip
+    assert memory.max_concurrent_sequences(cfg, H100.memory_bytes, 4096, "int4", kv_dtype="bf16",
                                            reserve_bytes=H100.memory_bytes) == 0
 
 

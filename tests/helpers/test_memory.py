@@ -180,8 +180,8 @@ def test_longest_context_inverts_the_capacity():
         longest = memory.longest_context(cfg, h100, stored, users, 10**7, cache)
         assert 0 < longest < 10**7
         for context, fits in ((longest, True), (longest + 1, False)):
-            got = memory.max_concurrent_sequences(cfg, h100, context, cache,
-                                                  weight_dtype=weights)  # fmt: skip
+            got = memory.max_concurrent_sequences(cfg, h100, context, weights,
+                                                  kv_dtype=cache)  # fmt: skip
             assert (got >= users) is fits
     mistral = models.get("Mistral-7B-v0.1")
     w = memory.weight_bytes(mistral)
@@ -191,3 +191,19 @@ def test_longest_context_inverts_the_capacity():
     assert memory.longest_context(llama70, h100, memory.weight_bytes(llama70), 1, 1024) == 0
     qwen = models.get("Qwen2.5-7B")
     assert memory.longest_context(qwen, h100, memory.weight_bytes(qwen), 1, 1000) == 1000
+
+
+def test_kv_dtype_or_is_the_one_default_of_the_cache_dtype():
+    """``kv_dtype`` None means the weights' ``dtype``, in every signature that takes both."""
+    assert memory.kv_dtype_or("bf16", None) == "bf16"
+    assert memory.kv_dtype_or("int4", "fp8") == "fp8"
+    with pytest.raises(ValueError, match="fp6"):
+        memory.kv_dtype_or("bf16", "fp6")
+    qwen, room = models.get("Qwen2.5-7B"), 80e9
+    # The weights in dtype, the cache in kv_dtype: int4 weights leave more room than bf16 ones,
+    # and an fp8 cache holds twice the tokens of a bf16 one.
+    plain = memory.max_concurrent_sequences(qwen, room, 4096)
+    assert memory.max_concurrent_sequences(qwen, room, 4096, "int4", kv_dtype="bf16") > plain
+    free = room - memory.weight_bytes(qwen)
+    assert memory.max_concurrent_sequences(qwen, room, 4096, kv_dtype="fp8") == int(
+        free // (memory.kv_bytes_per_token(qwen, "fp8") * 4096))

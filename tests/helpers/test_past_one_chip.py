@@ -142,8 +142,8 @@ def test_llama_8b_at_4k_on_an_h100_fits_130_sequences_in_bf16_and_260_in_fp8():
     assert memory.max_concurrent_sequences(LLAMA, H100.memory_bytes, 4096) == (
         free // (131_072 * 4096)) == 130  # fmt: skip
     for kv in ("fp8", "int8"):
-        assert memory.max_concurrent_sequences(LLAMA, H100.memory_bytes, 4096, kv,
-                                               weight_dtype="bf16") == 260  # fmt: skip
+        assert memory.max_concurrent_sequences(LLAMA, H100.memory_bytes, 4096,
+                                               kv_dtype=kv) == 260  # fmt: skip
 
 
 def test_forward_bytes_count_an_fp8_cache_at_its_size():

@@ -2,12 +2,11 @@
 points, the measured ridge, the knee in tokens), on synthetic records of known shape."""
 
 import math
+from dataclasses import asdict, replace
 
 import pytest
 
-from helpers import roofline, sweep_record
-from helpers.flops import matmul_flops
-from helpers.memory import linear_bytes
+from helpers import latency, roofline, sweep, sweep_record, timing
 
 PEAK = {"fp32": 1e11, "bf16": 4e11}
 BANDWIDTH = 1e10
@@ -16,16 +15,15 @@ TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 
 
 def _point(dtype, label, m, k, n, slowdown=1.0):
-    """A point measured on an ideal roofline device, ``slowdown`` times slower."""
-    predicted = roofline.predicted_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
-    seconds = predicted * slowdown
-    flops, nbytes = matmul_flops(m, k, n), linear_bytes(m, k, n, dtype)
-    compute = flops / PEAK[dtype] >= nbytes / BANDWIDTH
-    return {"dtype": dtype, "shape": label, "count": len(label.split(",")), "m": m, "k": k,
-            "n": n, "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
-            "median_s": seconds, "achieved_flops": flops / seconds, "predicted_s": predicted,
-            "prediction_error": predicted / seconds - 1,
-            "bound": "compute" if compute else "memory"}
+    """A point measured on an ideal roofline device, ``slowdown`` times slower, as the sweep
+    records one (``sweep.sweep_point``, then the prediction)."""
+    predicted = roofline.matmul_time(m, k, n, PEAK[dtype], BANDWIDTH, dtype)
+    measured = timing.Timing.from_samples([predicted.seconds * slowdown], device="cpu", threads=1)
+    point = sweep.sweep_point(sweep.LinearShape(tuple(label.split(",")), k, n), m, dtype, 1,
+                              measured)  # fmt: skip
+    return asdict(replace(point, predicted_s=predicted.seconds, bound=predicted.bound,
+                          prediction_error=latency.prediction_error(predicted.seconds,
+                                                                    measured.median_s)))
 
 
 @pytest.fixture
@@ -42,7 +40,7 @@ def test_layer_points_picks_the_shape_and_dtype(results):
     assert {(r.k, r.n) for r in rows} == {SHAPES["q,o"]}
     decode, prefill = rows[0], rows[-1]
     assert decode.bound == "memory" and prefill.bound == "compute"
-    assert math.isclose(decode.seconds, 1.25 * decode.predicted_s)
+    assert math.isclose(decode.median_s, 1.25 * decode.predicted_s)
     assert sweep_record.layer_points(results, "down", "fp32")[0].k == 2368
 
 
@@ -71,7 +69,8 @@ def test_measured_knee_moves_right_with_per_call_overhead():
     # part of the time curve rises and meets the compute line later.
     def overhead(p, seconds):
         t = p["median_s"] + seconds
-        return {**p, "median_s": t, "achieved_flops": p["flops"] / t}
+        return {**p, "median_s": t, "achieved_flops": p["flops"] / t,
+                "achieved_bandwidth": p["bytes"] / t}
 
     k, n = SHAPES["gate,up"]
     points = [_point("bf16", "gate,up", m, k, n) for m in TOKENS]
@@ -124,10 +123,7 @@ def test_sweep_results_round_trips_dataclasses():
         def to_dict(self):
             return {"matmul_flops": {"fp32": 1e11}, "bandwidth": 1e10}
 
-    p = _point("fp32", "down", 4, 2368, 448)
-    point = SweepPoint(**{**{f: 0 for f in SweepPoint.__dataclass_fields__}, **p,
-                          "iqr_s": 0.0, "min_s": 0.0, "max_s": 0.0, "samples": 5,
-                          "achieved_bandwidth": 1.0})  # fmt: skip
+    point = SweepPoint(**_point("fp32", "down", 4, 2368, 448))
     results = sweep_record.results_record(FakeCeilings(), [point], model="Qwen2.5-7B", scale=8)
     assert results["scale"] == 8 and results["points"][0]["m"] == 4
     assert sweep_record.layer_points(results, "down", "fp32")[0].m == 4
@@ -141,7 +137,7 @@ def test_roofline_results_is_an_ideal_device():
     hw = hardware.get("H100 SXM")
     rows = sweep_record.layer_points(ideal, "gate", "bf16")
     assert [r.m for r in rows] == [1, 64, 4096]
-    assert all(r.seconds == r.predicted_s for r in rows)
+    assert all(r.median_s == r.predicted_s for r in rows)
     assert rows[0].bound == "memory" and rows[-1].bound == "compute"
     assert math.isclose(rows[0].achieved_bandwidth, hw.bandwidth)
     assert math.isclose(rows[-1].achieved_flops, hw.peak("bf16"))

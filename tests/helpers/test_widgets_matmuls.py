@@ -1,5 +1,5 @@
 """The chapter 5 sweep explorer without a browser, and the formulas it draws
-(``roofline.predicted_time``/``gemm_knee``, ``latency.layer_time``/``prediction_error``)."""
+(``roofline.matmul_time``/``gemm_knee``, ``latency.layer_time``/``prediction_error``)."""
 
 import math
 
@@ -8,8 +8,6 @@ import pytest
 
 from helpers import latency, models, roofline, sweep, sweep_record, timing
 from helpers.ceilings import Ceilings
-from helpers.flops import matmul_flops
-from helpers.memory import linear_bytes
 from helpers.roofline import gemm_intensity
 from helpers.widgets import matmuls
 
@@ -34,20 +32,19 @@ def results():
     for dtype in PEAK:
         for shape in sweep.layer_shapes(models.get("Qwen2.5-0.5B"), 2):
             for m in TOKENS:
-                ideal = roofline.bound_time(matmul_flops(m, shape.k, shape.n),
-                                            linear_bytes(m, shape.k, shape.n, dtype),
-                                            PEAK[dtype], BANDWIDTH).seconds  # fmt: skip
+                ideal = roofline.matmul_time(m, shape.k, shape.n, PEAK[dtype], BANDWIDTH,
+                                             dtype).seconds  # fmt: skip
                 slow = timing.Timing.from_samples([1.25 * ideal], device="cpu", threads=1)
                 points.append(sweep.predict(sweep.sweep_point(shape, m, dtype, 2, slow), ceilings))
     return sweep_record.results_record(ceilings, points)
 
 
-def test_predicted_time_is_the_slower_roof():
+def test_matmul_time_is_the_slower_roof():
     m, k, n = 64, 448, 2368
     compute = 2 * m * k * n / PEAK["fp32"]
     memory = 4 * (m * k + k * n + m * n) / BANDWIDTH
-    assert roofline.predicted_time(m, k, n, PEAK["fp32"], BANDWIDTH, "fp32") == max(compute,
-                                                                                   memory)
+    time = roofline.matmul_time(m, k, n, PEAK["fp32"], BANDWIDTH, "fp32")
+    assert time.seconds == max(compute, memory) and time.bound == "compute"
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16", "fp8"])
@@ -73,7 +70,7 @@ def test_knee_tokens_small_m_is_ridge_times_bytes_over_two():
 def test_layer_time_sums_every_matmul():
     shapes = {"q": (3584, 3584), "k": (3584, 512), "v": (3584, 512)}
     total = latency.layer_time(shapes, 7, 1e12, 1e11, "bf16")
-    parts = [roofline.predicted_time(7, k, n, 1e12, 1e11, "bf16") for k, n in shapes.values()]
+    parts = [roofline.matmul_time(7, k, n, 1e12, 1e11, "bf16").seconds for k, n in shapes.values()]
     assert math.isclose(total, sum(parts))
 
 
@@ -84,9 +81,9 @@ def test_prediction_error_sign():
         latency.prediction_error(1.0, 0.0)
 
 
-def test_predicted_time_refuses_no_ceilings():
+def test_matmul_time_refuses_no_ceilings():
     with pytest.raises(ValueError, match="peak and bandwidth must be positive"):
-        roofline.predicted_time(1, 8, 8, 0.0, 1e9, "fp32")
+        roofline.matmul_time(1, 8, 8, 0.0, 1e9, "fp32")
 
 
 def test_table_lists_every_point(results):

@@ -19,8 +19,8 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
 ''',
         "never refuses: the share carried across a change of bound": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    share = roofline.predicted_time(m, *timed, peak, bandwidth, dtype) / median_s
-    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype) / share)
+    share = roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds / median_s
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / share)
 ''',
         "the full-size roofline, not the measurement": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
@@ -29,7 +29,7 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
         return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
     if bound(*timed) != bound(*real):
         return None
-    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype))
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds)
 ''',
         "ratio upside down": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
@@ -38,8 +38,8 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
         return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
     if bound(*timed) != bound(*real):
         return None
-    share = roofline.predicted_time(m, *real, peak, bandwidth, dtype) / median_s
-    return float(roofline.predicted_time(m, *timed, peak, bandwidth, dtype) / share)
+    share = roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / median_s
+    return float(roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds / share)
 ''',
         "the shortfall carried over in seconds, not as a share": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
@@ -48,8 +48,8 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
         return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
     if bound(*timed) != bound(*real):
         return None
-    slack = median_s - roofline.predicted_time(m, *timed, peak, bandwidth, dtype)
-    return float(roofline.predicted_time(m, *real, peak, bandwidth, dtype) + slack)
+    slack = median_s - roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds + slack)
 ''',
         "weights only in the bytes": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
