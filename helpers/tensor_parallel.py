@@ -170,13 +170,14 @@ def step_allreduce_seconds(
 
 def tp_decode_step(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, ranks: int, batch: int, context: int,
-    dtype: str = "bf16", replicate_kv: bool = False, kv_dtype: str | None = None,
+    dtype: str = "bf16", replicate_kv: bool = False, *, kv_dtype: str | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """One decode step at T-way tensor parallelism, in seconds by part: ``weights`` and
     ``attention`` are one chip's share on the roofline (``decode_split`` of its shard: 1/T
     of the layer weights and of the KV cache, the LM head whole), ``all_reduce`` the step's
     2 · layers all-reduces of [batch × hidden]. The parts run one after the other.
-    ``kv_dtype``: the KV cache stored narrower than ``dtype`` (fp8, int8)."""
+    ``dtype``: the weights' and activations'; ``kv_dtype``: the KV cache's (default
+    ``dtype``; fp8 or int8 stores it narrower)."""
     parts = decode_split(shard_config(cfg, ranks, replicate_kv), hw, batch, context, dtype,
                          kv_dtype=kv_dtype)  # fmt: skip
     return {"weights": parts["weights"].seconds, "attention": parts["attention"].seconds,
@@ -185,10 +186,11 @@ def tp_decode_step(
 
 def tp_tpot(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, ranks: int, context: int, batch: int = 1,
-    dtype: str = "bf16", replicate_kv: bool = False, kv_dtype: str | None = None,
+    dtype: str = "bf16", replicate_kv: bool = False, *, kv_dtype: str | None = None,
 ) -> float:  # fmt: skip
     """TPOT(T): seconds per output token at T-way tensor parallelism (``tp_decode_step``)."""
-    parts = tp_decode_step(cfg, hw, net, ranks, batch, context, dtype, replicate_kv, kv_dtype)
+    parts = tp_decode_step(cfg, hw, net, ranks, batch, context, dtype, replicate_kv,
+                           kv_dtype=kv_dtype)  # fmt: skip
     return sum(parts.values())
 
 
@@ -242,15 +244,15 @@ def fit_ring(
 
 def tp_max_sequences(
     cfg: ModelConfig, hw: HardwareSpec, ranks: int, context: int, dtype: str = "bf16",
-    kv_dtype: str | None = None, replicate_kv: bool = False,
+    replicate_kv: bool = False, *, kv_dtype: str | None = None,
 ) -> int:  # fmt: skip
     """Sequences of ``context`` tokens that T chips hold together (chapter 10): each chip
     keeps its shard's weights (1/T of the layers' weights, the embeddings and LM head whole)
     and its KV heads' share of every sequence's cache, so the answer is one chip's
-    ``memory.max_concurrent_sequences`` for its shard, the cache in ``kv_dtype``."""
+    ``memory.max_concurrent_sequences`` for its shard: the weights in ``dtype``, the cache
+    in ``kv_dtype`` (default ``dtype``)."""
     part = shard_config(cfg, ranks, replicate_kv)
-    return max_concurrent_sequences(part, hw.memory_bytes, context, kv_dtype or dtype,
-                                    weight_dtype=dtype)  # fmt: skip
+    return max_concurrent_sequences(part, hw.memory_bytes, context, dtype, kv_dtype=kv_dtype)
 
 
 def pipeline_bubble(stages: int, micro_batches: int, phase: str = "decode") -> float:
