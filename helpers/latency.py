@@ -532,21 +532,21 @@ def quantized_knee(
     n_params: int,
     bandwidth: float,
     dtype: str,
-    weight_dtype: str,
+    quantized_dtype: str,
 ) -> dict[str, float]:
     """A sweep's knee, and the knee the same model would have with its weights stored in
-    ``weight_dtype`` (weight-only quantization), from the sweep alone (chapter 7).
+    ``quantized_dtype`` (weight-only quantization), from the sweep alone (chapter 7).
 
     ``step_seconds``: decode steps measured with weights in ``dtype``; each step reads
     ``n_params`` weights (the matmuls' and the LM head's, not the embedding table) at
     ``bandwidth`` B/s. The flat end is the smallest batch's step; the steep end is the
     line through the two largest batches (slope s, intercept a: the fixed cost of a step,
     which does not grow with B); ``knee`` is where they cross, (floor − a)/s. Quantizing the
-    weights shrinks only their read: the floor loses (W(dtype) − W(weight_dtype))/bandwidth,
+    weights shrinks only their read: the floor loses (W(dtype) − W(quantized_dtype))/bandwidth,
     bytes rounded up to whole bytes (int4 packs two weights per byte). The line stays: the
     same FLOPs in the same precision, the same attention. ``quantized_knee`` is where the
     lowered floor meets that line; a crossing at or below 0 is 0.0 (compute-bound at every
-    batch). With no fixed costs the knee falls by the byte ratio, W(weight_dtype)/W(dtype).
+    batch). With no fixed costs the knee falls by the byte ratio, W(quantized_dtype)/W(dtype).
     """
     batches = check_sweep(step_seconds)
     if len(batches) < 3:
@@ -557,7 +557,7 @@ def quantized_knee(
         raise ValueError("the two largest batches do not grow with B: no compute-bound end")
     intercept = step_seconds[last] - slope * last
     floor = step_seconds[low]
-    whole = [math.ceil(n_params * dtype_bytes(d)) for d in (dtype, weight_dtype)]
+    whole = [math.ceil(n_params * dtype_bytes(d)) for d in (dtype, quantized_dtype)]
     saved = (whole[0] - whole[1]) / bandwidth
     if not floor - saved > 0:
         raise ValueError("reading the weights saves more than the smallest step takes: "

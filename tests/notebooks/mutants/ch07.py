@@ -35,7 +35,7 @@ def _at(**wrong):
 
 
 _KNEE = '''
-def quantized_knee(step_seconds, n_params, bandwidth, dtype, weight_dtype):
+def quantized_knee(step_seconds, n_params, bandwidth, dtype, quantized_dtype):
     batches = {order}
     before, last = {ends}
     slope = {slope}
@@ -58,7 +58,7 @@ _KNEE_RIGHT = {
     "intercept": "step_seconds[last] - slope * last",
     "floor": "step_seconds[batches[0]]",
     "stored": "-(-n_params * bits[d] // 8)",
-    "pair": "(dtype, weight_dtype)",
+    "pair": "(dtype, quantized_dtype)",
     "lowered": "floor - (stored[0] - stored[1]) / bandwidth",
     "clip": "max(0.0, x)",
     "quantized": "(lowered - intercept) / slope",
@@ -174,14 +174,14 @@ def batch_at_context(step_seconds, context, serve_context, kv_bytes_per_token, b
             quantized="(lowered - intercept) / (slope * stored[1] / stored[0])"),
         "int4's half-filled last byte dropped (no rounding up)": _knee(
             stored="n_params * bits[d] / 8"),
-        "the sweep's dtype taken as bf16": _knee(pair='("bf16", weight_dtype)'),
+        "the sweep's dtype taken as bf16": _knee(pair='("bf16", quantized_dtype)'),
         "the batches in the dict's order, not sorted": _knee(order="list(step_seconds)"),
         "the floor is the fastest step, not the smallest batch's": _knee(
             floor="min(step_seconds.values())"),
         "no clamp: a negative knee when compute-bound everywhere": _knee(clip="x"),
         "hard-codes the visible answers": '''
-def quantized_knee(step_seconds, n_params, bandwidth, dtype, weight_dtype):
-    return {"knee": 40.0, "quantized_knee": 10.0 if weight_dtype == "int4" else 20.0}
+def quantized_knee(step_seconds, n_params, bandwidth, dtype, quantized_dtype):
+    return {"knee": 40.0, "quantized_knee": 10.0 if quantized_dtype == "int4" else 20.0}
 ''',
     },
     "ch07_schedule_step": {
