@@ -44,7 +44,8 @@ from helpers.roofline import decode_split
 
 __all__ = ["Link", "LINKS", "link", "shard_config", "degrees", "allreduce_bytes",
            "step_allreduce_bytes", "ring_allreduce_seconds", "step_allreduce_seconds",
-           "tp_decode_step", "tp_tpot", "tp_ttft", "best_degree", "fit_ring",
+           "tp_decode_step", "tp_chip_seconds", "tp_step_seconds", "tp_tpot", "tp_ttft",
+           "best_degree", "fit_ring",
            "tp_max_sequences", "pipeline_bubble", "pp_decode", "attention_per_chip",
            "break_even_hop_latency"]
 
@@ -184,6 +185,17 @@ def tp_decode_step(
             "all_reduce": step_allreduce_seconds(cfg, net, ranks, batch, dtype)}  # fmt: skip
 
 
+def tp_chip_seconds(parts: dict[str, float]) -> float:
+    """One chip's own seconds of a ``tp_decode_step``: its weights and its attention, the
+    all-reduces left out (chapter 10's explorer stacks the two)."""
+    return parts["weights"] + parts["attention"]
+
+
+def tp_step_seconds(parts: dict[str, float]) -> float:
+    """A ``tp_decode_step``'s seconds: its parts run one after the other."""
+    return sum(parts.values())
+
+
 def tp_tpot(
     cfg: ModelConfig, hw: HardwareSpec, net: Link, ranks: int, context: int, batch: int = 1,
     dtype: str = "bf16", replicate_kv: bool = False, *, kv_dtype: str | None = None,
@@ -191,7 +203,7 @@ def tp_tpot(
     """TPOT(T): seconds per output token at T-way tensor parallelism (``tp_decode_step``)."""
     parts = tp_decode_step(cfg, hw, net, ranks, batch, context, dtype, replicate_kv,
                            kv_dtype=kv_dtype)  # fmt: skip
-    return sum(parts.values())
+    return tp_step_seconds(parts)
 
 
 def tp_ttft(

@@ -16,7 +16,7 @@ The package follows the rooms of a serving system:
 - ``planner``: chapter 9's search over deployments;
 - ``spec``: speculative decoding by rejection sampling;
 - ``studies``: experiments the chapters report (the vLLM KV study, a long prompt's stall,
-  by hand on a linear step model too, a prefix cache's TTFT);
+  by hand on a linear step model too, a prefix cache's TTFT, a prompt's KV handoff);
 - ``fidelity``: the simulator against the real engine (``--fidelity``);
 - ``speed``: how fast the simulator runs (``python -m helpers.serving --speed``).
 
@@ -36,12 +36,14 @@ from helpers.serving.planner import (
     PLAN_LOADS,
     SCENARIO_FAMILIES,
     Plan,
+    PlanReport,
     Scenario,
     ServingConfig,
     config_goodput,
     config_report,
     draw_scenario,
     plan_candidates,
+    plan_report,
     plan_serving,
     serve_config,
 )
@@ -64,6 +66,7 @@ from helpers.serving.steps import (
 )
 from helpers.serving.studies import (
     chunked_prefill,
+    kv_handoff_study,
     kv_usage_study,
     prefill_stall_study,
     prefix_cache_study,
@@ -91,6 +94,7 @@ __all__ = [
     "prefill_stall_study",
     "chunked_prefill",
     "prefix_cache_study",
+    "kv_handoff_study",
     "max_rate_under_slo",
     "kv_usage_study",
     "random_draft_pair",
@@ -110,6 +114,8 @@ __all__ = [
     "config_report",
     "Plan",
     "plan_serving",
+    "PlanReport",
+    "plan_report",
     "SCENARIO_FAMILIES",
     "draw_scenario",
 ]

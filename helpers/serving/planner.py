@@ -356,6 +356,27 @@ def plan_serving(
     return plan
 
 
+@dataclass(frozen=True)
+class PlanReport:
+    """What chapter 9's explorer shows of a scenario: its search's record (``plan_serving``)
+    and the chosen configuration's report at the load (``config_report``; None when no
+    candidate meets the SLOs)."""
+
+    scenario: Scenario
+    plan: Plan
+    report: dict[str, float] | None
+
+
+def plan_report(scenario: Scenario, loads: Sequence[float] = PLAN_LOADS) -> PlanReport:
+    """``plan_serving`` over ``plan_candidates()`` on the goodput ladder ``loads``, and the
+    best configuration's ``config_report``. ValueError, before any search, when the
+    weights do not fit the scenario's engine."""
+    scenario.engine()  # the planner's engine: ValueError if the weights do not fit
+    plan = plan_serving(scenario, loads=loads)
+    report = None if plan.best is None else config_report(scenario, plan.best)
+    return PlanReport(scenario, plan, report)
+
+
 def _attains(scenario: Scenario, config: ServingConfig, rate: float | None = None) -> float:
     """Attainment of ``config`` at ``rate`` (default the load); 0.0 if the engine refuses."""
     try:

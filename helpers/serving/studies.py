@@ -1,6 +1,7 @@
 """Experiments on the simulator that chapters 7 and 8 report and explore: the vLLM paper's
 KV-usage finding, a long prompt stalling a batch of decodes (on the simulator, and by hand
-on a linear step model), and a prefix cache's TTFT."""
+on a linear step model), a prefix cache's TTFT, and a prompt's KV handoff between a prefill
+and a decode engine."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import numpy as np
 
 from helpers._validate import positive_int
 from helpers.flops import attended_keys
+from helpers.memory import kv_cache_bytes
 from helpers.models import ModelConfig
 from helpers.serving.engine import roofline_engine, simulate
 from helpers.serving.kv import (
     KVMemory,
     kv_capacity_tokens,
+    kv_transfer_seconds,
 )
 from helpers.serving.steps import RooflineSteps, Step
 from helpers.serving.trace import Request, poisson_trace
@@ -187,3 +190,31 @@ def prefix_cache_study(
             "ttft_mean": (float(plain.ttft.mean()), float(cached.ttft.mean())),
             "ttft_p99": (float(np.percentile(plain.ttft, 99)),
                          float(np.percentile(cached.ttft, 99)))}  # fmt: skip
+
+
+# --------------------------------------------------------------------- disaggregation
+
+
+def kv_handoff_study(
+    model: str = "Qwen2.5-7B",
+    chip: str = "H100 SXM",
+    prompt_tokens: int = 1024,
+    link_bytes_per_s: float = 50e9,
+    decode_batch: int = 32,
+) -> dict[str, float]:
+    """One prompt's KV handoff in disaggregated serving (chapter 8; DistServe, Splitwise):
+    its KV cache's bytes (``kv_bytes``) and their transfer over a link of
+    ``link_bytes_per_s`` (``transfer_s``, ``kv_transfer_seconds``), beside its prefill alone
+    (``prefill_s``) and a decode step of ``decode_batch`` sequences at that context
+    (``decode_step_s``), on ``roofline_engine``'s step model."""
+    positive_int(prompt_tokens, "prompt_tokens")
+    positive_int(decode_batch, "decode_batch")
+    steps, _ = roofline_engine(model, chip)
+    cfg = steps.cfg
+    return {
+        "kv_bytes": kv_cache_bytes(cfg, prompt_tokens),
+        "transfer_s": kv_transfer_seconds(cfg, prompt_tokens, link_bytes_per_s),
+        "prefill_s": steps(Step(((prompt_tokens, 0),), 0, 0, 1)),
+        "decode_step_s": steps(Step((), decode_batch, decode_batch * prompt_tokens,
+                                    decode_batch)),
+    }  # fmt: skip

@@ -1,9 +1,10 @@
 """The latency-breakdown explorer of chapter 6 (`06_ttft_tpot`): where a request's time goes.
 
-``latency_breakdown`` reads TTFT and TPOT curves measured in the chapter at the widget's prompt
-and output lengths (``helpers.latency.interpolate`` and ``predict_e2e``: no formula lives
-here); ``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps,
-on a matplotlib Axes; ``plot_latency_breakdown`` shows one breakdown in a new figure (the
+``LatencyControls`` holds the sliders' knobs and defaults; ``latency_breakdown`` reads TTFT
+and TPOT curves measured in the chapter at the controls' prompt and output lengths
+(``helpers.latency.interpolate`` and ``predict_e2e``: no formula lives here);
+``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps, on a
+matplotlib Axes; ``plot_latency_breakdown`` shows one breakdown in a new figure (the
 chapter's default view); ``show_latency_breakdown`` is the ``interact`` callback. Neither
 returns anything, so ``interact`` shows the figure and no repr under it.
 """
@@ -18,10 +19,19 @@ from helpers._validate import positive_int
 from helpers.serving.metrics import tpot_from
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["LatencyBreakdown", "latency_breakdown", "draw_latency_breakdown",
+__all__ = ["LatencyControls", "LatencyBreakdown", "latency_breakdown", "draw_latency_breakdown",
            "plot_latency_breakdown", "show_latency_breakdown"]  # fmt: skip
 
 COLORS = {"prefill (TTFT)": "#4c72b0", "decode (n − 1 steps)": "#dd8452"}
+
+
+@dataclass(frozen=True)
+class LatencyControls:
+    """The explorer's knobs and their defaults: the request's prompt and output tokens (the
+    curves it reads are the chapter's data, not knobs)."""
+
+    prompt_tokens: int = 1024
+    output_tokens: int = 256
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,11 @@ class LatencyBreakdown:
 def latency_breakdown(
     ttft_curve: Mapping[int, float],
     tpot_curve: Mapping[int, float],
-    prompt_tokens: int,
-    output_tokens: int,
+    controls: LatencyControls = LatencyControls(),
 ) -> LatencyBreakdown:
     """The request's breakdown read off the measured curves. Beyond a curve's ends
     ``interpolate`` holds its end value, which is no measurement: ``outside`` says where."""
+    prompt_tokens, output_tokens = controls.prompt_tokens, controls.output_tokens
     positive_int(prompt_tokens, "prompt_tokens")
     positive_int(output_tokens, "output_tokens")
     ttft_s = latency.interpolate(ttft_curve, prompt_tokens)
@@ -109,12 +119,10 @@ def plot_latency_breakdown(breakdown: LatencyBreakdown) -> None:
 
 
 def show_latency_breakdown(
-    ttft_curve: Mapping[int, float],
-    tpot_curve: Mapping[int, float],
-    prompt_tokens: int,
-    output_tokens: int,
+    ttft_curve: Mapping[int, float], tpot_curve: Mapping[int, float], **controls
 ) -> None:
-    """The ``interact`` callback: the breakdown of ``latency_breakdown`` in a new figure. It
-    returns nothing: ``interact`` would print a returned value's repr under the figure."""
-    plot_latency_breakdown(latency_breakdown(ttft_curve, tpot_curve, prompt_tokens,
-                                             output_tokens))  # fmt: skip
+    """The ``interact`` callback (``LatencyControls``' knobs): the breakdown of
+    ``latency_breakdown`` in a new figure. It returns nothing: ``interact`` would print a
+    returned value's repr under the figure."""
+    plot_latency_breakdown(latency_breakdown(ttft_curve, tpot_curve,
+                                             LatencyControls(**controls)))  # fmt: skip

@@ -8,13 +8,16 @@ a results file from another device, or the ideal device of ``sweep_record.roofli
 Every number it shows is read by ``helpers.sweep_record`` (``layer_points``,
 ``measured_ridge``, ``token_knee``; each point's ``prediction_error``, from
 ``latency.prediction_error``) or computed by the roofline (``roofline.gemm_knee``):
-``table`` prints the points, ``draw`` puts them on a figure with
-``helpers.plots.plot_roofline``, and ``show`` is what the notebook's dropdowns call.
+``MatmulControls`` holds the dropdowns' knobs and defaults, ``matmul_view`` reads one layer's
+view off a results record, ``table`` prints the points, ``draw_matmuls`` puts a view on two
+Axes with ``helpers.plots.plot_roofline``, and ``show_matmuls`` is what the notebook's
+dropdowns call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from helpers.flops import matmul_flops
@@ -24,7 +27,35 @@ from helpers.sweep import SweepPoint
 from helpers.sweep_record import layer_points, results_ceilings, token_knee
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["table", "draw", "show"]
+__all__ = ["MatmulControls", "MatmulView", "matmul_view", "table", "draw_matmuls",
+           "show_matmuls"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MatmulControls:
+    """The explorer's knobs and their defaults: a layer of ``sweep.LAYERS`` and a dtype."""
+
+    layer: str = "gate"
+    dtype: str = "fp32"
+
+
+@dataclass(frozen=True)
+class MatmulView:
+    """One layer's sweep points in one dtype, read off a results record: the points, the
+    record's ceilings, whether they are an ideal device's (``roofline_results``), and the
+    knee the roofline predicts (``roofline.gemm_knee`` of the real shape at the ceilings'
+    ridge) beside the one the points show (``sweep_record.token_knee``)."""
+
+    controls: MatmulControls
+    rows: tuple[SweepPoint, ...]
+    peak: float
+    bandwidth: float
+    ideal: bool
+    predicted_knee: int | None
+    knee: int | None
+
+    def table(self) -> str:
+        return table(self.rows)
 
 
 def table(rows: Sequence[SweepPoint]) -> str:
@@ -39,23 +70,31 @@ def table(rows: Sequence[SweepPoint]) -> str:
     return "\n".join(lines)
 
 
-def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", axes=None):
-    """Left: the layer's measured points on the measured roofline. Right: achieved FLOP/s
-    against m beside the roofline's attainable FLOP/s, with the predicted knee
-    (``roofline.gemm_knee`` of the real shape, measured ceilings) and the measured one
-    (``sweep_record.token_knee``). Returns (figure, what plot_roofline drew, rows). Without
-    ``axes``, the figure is a new one outside pyplot (``helpers.widgets.figures``)."""
+def matmul_view(
+    results: Mapping[str, Any], controls: MatmulControls = MatmulControls()
+) -> MatmulView:
+    """The layer's view; ValueError when the record has no such points."""
+    layer, dtype = controls.layer, controls.dtype
     rows = layer_points(results, layer, dtype)
     if not rows:
         raise ValueError(f"no {dtype} points for layer {layer!r} in this sweep")
     peak, bandwidth = results_ceilings(results, dtype)
-    if axes is None:
-        fig, axes = new_figure((11, 4.2), ncols=2)
+    first = rows[0]
+    return MatmulView(controls, tuple(rows), peak, bandwidth,
+                      results.get("device") == "roofline",  # sweep_record.roofline_results
+                      gemm_knee(first.k, first.n, peak / bandwidth, dtype),
+                      token_knee(rows))  # fmt: skip
+
+
+def draw_matmuls(axes, view: MatmulView):
+    """On ``axes`` (two Axes). Left: the layer's points on the roofline of the record's
+    ceilings. Right: achieved FLOP/s against m beside the roofline's attainable FLOP/s, with
+    the predicted knee and the points' own. Returns what plot_roofline drew."""
+    rows, peak, bandwidth = view.rows, view.peak, view.bandwidth
+    layer, dtype = view.controls.layer, view.controls.dtype
     left, right = axes
-    fig = left.figure
-    ideal = results.get("device") == "roofline"  # sweep_record.roofline_results: predicted
-    ceilings_kind, points_kind = ("datasheet", "ideal device") if ideal else ("measured",
-                                                                              "measured")
+    ceilings_kind, points_kind = (("datasheet", "ideal device") if view.ideal
+                                  else ("measured", "measured"))  # fmt: skip
     many = len(rows) > 7  # label every other point, so the labels stay legible
     drawn = plot_roofline(left, peak, bandwidth,
                           points={f"m={r.m}": (r.intensity, r.achieved_flops) for r in rows},
@@ -79,31 +118,33 @@ def draw(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32", a
     right.plot(ms, [matmul_flops(r.m, r.k, r.n) / r.predicted_s for r in rows], "-",
                label=f"roofline, {ceilings_kind} ceilings")  # fmt: skip
     right.axhline(peak, color="gray", ls="--", lw=1, label="matmul ceiling")
-    predicted_knee = gemm_knee(first.k, first.n, peak / bandwidth, dtype)
-    if predicted_knee is not None:
-        right.axvline(predicted_knee, color="C1", ls=":",
-                      label=f"predicted knee m={predicted_knee}")  # fmt: skip
-    knee = token_knee(rows)
-    if knee is not None:
-        right.axvline(knee, color="C0", ls="--", lw=1, label=f"{points_kind} knee m={knee}")
+    if view.predicted_knee is not None:
+        right.axvline(view.predicted_knee, color="C1", ls=":",
+                      label=f"predicted knee m={view.predicted_knee}")  # fmt: skip
+    if view.knee is not None:
+        right.axvline(view.knee, color="C0", ls="--", lw=1,
+                      label=f"{points_kind} knee m={view.knee}")  # fmt: skip
     right.set(xscale="log", yscale="log", xlabel="tokens m", ylabel="achieved FLOP/s")
     right.set_title("linear in m below the knee, flat above", fontsize=10)
     right.grid(True, which="major", alpha=0.3)
     right.legend(fontsize=8)
-    fig.tight_layout()
-    return fig, drawn, rows
+    return drawn
 
 
-def show(results: Mapping[str, Any], layer: str = "gate", dtype: str = "fp32") -> None:
-    """Print the layer's table and draw it (what the notebook's dropdowns call); a dtype
-    the sweep lacks is said in words, not raised."""
+def show_matmuls(results: Mapping[str, Any], **controls) -> None:
+    """Print the layer's table and draw it (what the notebook's dropdowns call;
+    ``controls``: ``MatmulControls``' knobs); a dtype the sweep lacks is said in words, not
+    raised. The figure is made outside pyplot (``helpers.widgets.figures``)."""
+    knobs = MatmulControls(**controls)
     measured = results["ceilings"]["matmul_flops"]
-    if dtype not in measured:
-        print(f"{results.get('device_name', 'this sweep')} has no {dtype} points; "
+    if knobs.dtype not in measured:
+        print(f"{results.get('device_name', 'this sweep')} has no {knobs.dtype} points; "
               f"it has: {', '.join(measured)}")
         return
-    print(f"{results.get('device_name', '')}: {layer}, {dtype}")
-    rows = layer_points(results, layer, dtype)
-    print(table(rows))
-    fig, _, _ = draw(results, layer, dtype)
+    print(f"{results.get('device_name', '')}: {knobs.layer}, {knobs.dtype}")
+    view = matmul_view(results, knobs)
+    print(view.table())
+    fig, axes = new_figure((11, 4.2), ncols=2)
+    draw_matmuls(axes, view)
+    fig.tight_layout()
     show_figure(fig)

@@ -1,7 +1,8 @@
 """The memory-budget explorer of chapter 2 (`02_bytes`): does a model, its KV cache and a
 batch of sequences fit on one chip?
 
-``memory_budget`` turns the widget's values (model, dtype, context, batch, chip) into numbers;
+``MemoryControls`` holds the widget's knobs (model, dtype, context, batch, chip) and their
+defaults; ``memory_budget`` turns them into numbers;
 ``draw_memory_budget`` draws them on a matplotlib Axes as one stacked bar (weights, KV cache,
 free memory) against the chip's capacity; ``show_memory_budget`` is the ``interact`` callback.
 Counts come from ``helpers.memory`` and are lower bounds: activations, fragmentation and the
@@ -16,10 +17,23 @@ from helpers import hardware, memory, models
 from helpers._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["MemoryBudget", "memory_budget", "draw_memory_budget", "show_memory_budget"]
+__all__ = ["MemoryControls", "MemoryBudget", "memory_budget", "draw_memory_budget",
+           "show_memory_budget"]  # fmt: skip
 
 GB = 1e9  # decimal; capacities are binary (hardware.py), so an "80 GB" H100 draws at 85.9
 COLORS = {"weights": "#4c72b0", "KV cache": "#dd8452", "free": "#d9d9d9", "over": "#c44e52"}
+
+
+@dataclass(frozen=True)
+class MemoryControls:
+    """The explorer's knobs and their defaults: ``batch`` sequences of ``context`` tokens of
+    ``model`` in ``dtype`` on one ``chip``."""
+
+    model: str = "Qwen2.5-7B"
+    dtype: str = "bf16"
+    context: int = 4096
+    batch: int = 32
+    chip: str = "H100 SXM"
 
 
 @dataclass(frozen=True)
@@ -78,18 +92,14 @@ class MemoryBudget:
                f"(at most {self.max_sequences:,} sequences)"  # fmt: skip
 
 
-def memory_budget(
-    model: str = "Qwen2.5-7B",
-    dtype: str = "bf16",
-    context: int = 4096,
-    batch: int = 32,
-    chip: str = "H100 SXM",
-) -> MemoryBudget:
+def memory_budget(controls: MemoryControls = MemoryControls()) -> MemoryBudget:
     """The widget's values in, the memory budget out (chapter 2).
 
     Weights and KV cache are stored in the same ``dtype``; a sliding-window model keeps at most
     its window of tokens per sequence.
     """
+    model, dtype, context = controls.model, controls.dtype, controls.context
+    batch, chip = controls.batch, controls.chip
     cfg, hw = models.get(model), hardware.get(chip)
     positive_int(context, "context")
     positive_int(batch, "batch")
@@ -129,17 +139,11 @@ def draw_memory_budget(ax, budget: MemoryBudget) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
 
 
-def show_memory_budget(
-    model: str = "Qwen2.5-7B",
-    dtype: str = "bf16",
-    context: int = 4096,
-    batch: int = 32,
-    chip: str = "H100 SXM",
-) -> None:
-    """The ``interact`` callback: draw a new figure (it returns nothing, so ``interact``
-    displays only the figure). The figure is made outside pyplot
+def show_memory_budget(**controls) -> None:
+    """The ``interact`` callback (``MemoryControls``' knobs): draw a new figure (it returns
+    nothing, so ``interact`` displays only the figure). The figure is made outside pyplot
     (``helpers.widgets.figures``)."""
-    budget = memory_budget(model, dtype, context, batch, chip)
+    budget = memory_budget(MemoryControls(**controls))
     fig, ax = new_figure((10, 2.2))
     draw_memory_budget(ax, budget)
     fig.tight_layout()

@@ -2,8 +2,10 @@
 tensor-parallel group, its KV cache in a dtype, a decode batch, and a chip price, to TPOT,
 capacity and the cost of a token.
 
-``deployment`` reads every number off the library (``tensor_parallel.tp_decode_step``,
-``tensor_parallel.tp_max_sequences``, ``cost.token_costs``: no formula lives here);
+``DeploymentControls`` holds the knobs and their defaults; ``deployment`` reads every number
+off the library (``tensor_parallel.tp_decode_step`` and its ``tp_chip_seconds`` and
+``tp_step_seconds``, ``tensor_parallel.tp_max_sequences``, ``cost.token_costs``: no formula
+lives here);
 ``draw_deployment`` draws TPOT against the degree T, the all-reduces' part stacked on the
 chip's own, the chosen T marked; ``show_deployment`` is the ``interact`` callback, which
 prints the view's table and draws it, and returns nothing.
@@ -18,8 +20,8 @@ from helpers import tensor_parallel as tp
 from helpers._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["Deployment", "deployment", "draw_deployment", "show_deployment", "MAX_RANKS",
-           "KV_DTYPES", "CHIP_LINKS"]  # fmt: skip
+__all__ = ["DeploymentControls", "Deployment", "deployment", "draw_deployment",
+           "show_deployment", "MAX_RANKS", "KV_DTYPES", "CHIP_LINKS"]  # fmt: skip
 
 MAX_RANKS = 8
 KV_DTYPES = ("bf16", "fp8", "int8")
@@ -29,6 +31,23 @@ them (docs/sources.md): NVLink 4 on H100 SXM and H200 SXM boards (900 GB/s in bo
 directions in each datasheet), PCIe Gen5 x16 between H100 PCIe cards (the optional NVLink
 bridge left out). Other chips' links (NVLink 3 and 5, Infinity Fabric, ICI, PCIe Gen4) are
 not modelled, so those chips are not offered."""
+
+
+@dataclass(frozen=True)
+class DeploymentControls:
+    """The explorer's knobs and their defaults. The chips are joined by ``link`` (a
+    ``tensor_parallel.LINKS`` name; None: the chip's own, ``CHIP_LINKS``); ``context`` and
+    ``prompt_tokens`` have no slider."""
+
+    model: str = "Llama-3.1-8B"
+    chip: str = "H100 SXM"
+    ranks: int = 2
+    kv_dtype: str = "fp8"
+    batch: int = 64
+    price_per_chip_hour: float = 2.0
+    context: int = 4096
+    prompt_tokens: int = 2048
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,13 +70,10 @@ class Deployment:
     degrees: tuple[int, ...]
     chip_s: tuple[float, ...]
     allreduce_s: tuple[float, ...]
+    tpot_s: tuple[float, ...]
     capacity: tuple[int, ...]
     input_cost: float | None
     output_cost: float | None
-
-    @property
-    def tpot_s(self) -> tuple[float, ...]:
-        return tuple(c + a for c, a in zip(self.chip_s, self.allreduce_s, strict=True))
 
     def rows(self) -> list[tuple[int, float, float, int, bool]]:
         """(T, TPOT ms, all-reduce share, capacity, batch fits) per degree."""
@@ -78,13 +94,13 @@ class Deployment:
                 "per million output tokens")  # fmt: skip
 
 
-def deployment(
-    model: str, chip: str, ranks: int, kv_dtype: str, batch: int, price_per_chip_hour: float,
-    *, context: int = 4096, prompt_tokens: int = 2048, link: str | None = None,
-) -> Deployment:  # fmt: skip
+def deployment(controls: DeploymentControls = DeploymentControls()) -> Deployment:
     """The explorer's numbers: bf16 weights and activations, the cache in ``kv_dtype``, the
-    chips joined by ``link`` (a ``tensor_parallel.LINKS`` name; by default the chip's own,
-    ``CHIP_LINKS``: ValueError for a chip whose link the library does not model)."""
+    chips joined by ``link`` (ValueError for a chip whose link the library does not
+    model)."""
+    model, chip, ranks, batch = controls.model, controls.chip, controls.ranks, controls.batch
+    kv_dtype, link, context = controls.kv_dtype, controls.link, controls.context
+    price_per_chip_hour, prompt_tokens = controls.price_per_chip_hour, controls.prompt_tokens
     positive_int(ranks, "ranks")
     positive_int(batch, "batch")
     if link is None:
@@ -104,8 +120,9 @@ def deployment(
                                  kv_dtype=kv_dtype)  # fmt: skip
     return Deployment(model, chip, link, ranks, kv_dtype, batch, context, prompt_tokens,
                       price_per_chip_hour, tuple(found),
-                      tuple(p["weights"] + p["attention"] for p in parts),
-                      tuple(p["all_reduce"] for p in parts), capacity,
+                      tuple(tp.tp_chip_seconds(p) for p in parts),
+                      tuple(p["all_reduce"] for p in parts),
+                      tuple(tp.tp_step_seconds(p) for p in parts), capacity,
                       costs and costs["input"], costs and costs["output"])  # fmt: skip
 
 
@@ -130,11 +147,10 @@ def draw_deployment(ax, view: Deployment) -> None:
     ax.set_title(view.summary().replace("$", r"\$"), fontsize=8, wrap=True)
 
 
-def show_deployment(
-    model: str, chip: str, ranks: int, kv_dtype: str, batch: int, price_per_chip_hour: float
-) -> None:
-    """The ``interact`` callback: the table of ``deployment`` and its figure; returns None."""
-    view = deployment(model, chip, ranks, kv_dtype, batch, price_per_chip_hour)
+def show_deployment(**controls) -> None:
+    """The ``interact`` callback (``controls``: ``DeploymentControls``' knobs): the table of
+    ``deployment`` and its figure; returns None."""
+    view = deployment(DeploymentControls(**controls))
     print(view.summary())
     for t, tpot_ms, share, cap, fits in view.rows():
         print(f"T = {t}: TPOT {tpot_ms:6.2f} ms ({share:4.0%} all-reduce), holds {cap:,} "

@@ -3,9 +3,11 @@
 Model, chip, dtype, SLOs, load, and (chapter 10) chips per engine and the KV cache's dtype
 in; the recommended configuration (batch cap, prefill chunk
 budget, colocated or disaggregated) out, with its predicted TTFT, TPOT, throughput and memory
-use. No search lives here: ``helpers.serving.plan_serving`` chooses, ``config_report``
-predicts; this module only builds the scenario, prints the table and draws the bars
-(``draw_planner`` on any Axes; ``show_planner``, the sliders' callback). It plans at
+use. No search lives here: ``helpers.serving.plan_report`` searches (``plan_serving``) and
+predicts (``config_report``); this module only builds the scenario from ``PlannerControls``
+(the sliders' knobs and their defaults, declared once), keeps the library's record
+(``serving.PlanReport``) in the view, prints the table and draws the bars (``draw_planner``
+on any Axes; ``show_planner``, the sliders' callback). It plans at
 steady state, as the chapter does (``Scenario``'s default trace length, warm-up dropped), on
 a short goodput ladder; a search takes seconds, and ``plan_serving`` caches every one.
 """
@@ -15,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers import serving
-from helpers.serving import Scenario, ServingConfig
+from helpers.serving import Plan, PlanReport, Scenario, ServingConfig
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["PLANNER_LOADS", "PlannerView", "planner_view", "draw_planner", "show_planner"]
+__all__ = ["PLANNER_LOADS", "PlannerControls", "PlannerView", "planner_view", "draw_planner",
+           "show_planner"]  # fmt: skip
 
 PLANNER_LOADS = (1.0, 1.5, 2.0)  # goodput ladder, in multiples of the load
 
@@ -31,17 +34,66 @@ def _engines(s: Scenario) -> str:
 
 
 @dataclass(frozen=True)
-class PlannerView:
-    """The scenario planned, the chosen configuration (None: nothing meets the SLOs), its
-    goodput (requests/s), its report at the load (``serving.config_report``), and how many
-    candidates met the SLOs out of how many were tried."""
+class PlannerControls:
+    """The explorer's knobs and their defaults: the deployment (model, chip, the weights'
+    dtype, chips per engine ``tp``, the KV cache's dtype), the SLOs in ms and the load. The
+    cache's dtype is named, not implied: a cache in the weights' dtype is the default
+    deployment (``Scenario`` stores it as None), and the dropdown shows the dtype used."""
 
-    scenario: Scenario
-    best: ServingConfig | None
-    goodput: float
-    report: dict[str, float] | None
-    meeting: int
-    tried: int
+    model: str = "Qwen2.5-7B"
+    chip: str = "H100 SXM"
+    dtype: str = "bf16"
+    ttft_ms: float = 500.0
+    tpot_ms: float = 10.0
+    rate: float = 40.0
+    prompt_mean: int = 1024
+    output_mean: int = 256
+    tp: int = 1
+    kv_dtype: str = "bf16"
+
+    def scenario(self) -> Scenario:
+        """The ``serving.Scenario`` these knobs describe (SLOs in seconds)."""
+        return Scenario(self.model, self.chip, self.dtype, float(self.rate), self.prompt_mean,
+                        self.output_mean, self.ttft_ms / 1e3, self.tpot_ms / 1e3, tp=self.tp,
+                        kv_dtype=self.kv_dtype)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PlannerView:
+    """The library's record of the scenario planned (``serving.plan_report``: the search's
+    ``Plan``, with the chosen configuration, its goodput and every candidate's attainment,
+    and the choice's report at the load; None when nothing meets the SLOs)."""
+
+    planned: PlanReport
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.planned.scenario
+
+    @property
+    def plan(self) -> Plan:
+        return self.planned.plan
+
+    @property
+    def report(self) -> dict[str, float] | None:
+        return self.planned.report
+
+    @property
+    def best(self) -> ServingConfig | None:
+        return self.plan.best
+
+    @property
+    def goodput(self) -> float:
+        return self.plan.goodput
+
+    @property
+    def meeting(self) -> int:
+        """Candidates that met the SLOs at the load."""
+        return len(self.plan.goodputs)
+
+    @property
+    def tried(self) -> int:
+        return len(self.plan.attainment)
 
     def table(self) -> str:
         s = self.scenario
@@ -71,39 +123,21 @@ class PlannerView:
         ])  # fmt: skip
 
 
-def planner_view(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    dtype: str = "bf16",
-    ttft_ms: float = 500.0,
-    tpot_ms: float = 10.0,
-    rate: float = 40.0,
-    prompt_mean: int = 1024,
-    output_mean: int = 256,
-    tp: int = 1,
-    kv_dtype: str | None = None,
-) -> PlannerView:
-    """Plan ``serving.Scenario(model, chip, dtype, rate, …, tp=tp, kv_dtype=kv_dtype)`` with
-    ``serving.plan_serving`` over ``serving.plan_candidates()`` at steady state, and report
-    the best configuration at the load. ValueError for a model that does not fit ``tp``
-    chips in ``dtype``, a ``tp`` that does not split its heads, or a dtype the chip has no
-    peak for."""
-    scenario = Scenario(model, chip, dtype, float(rate), prompt_mean, output_mean,
-                        ttft_ms / 1e3, tpot_ms / 1e3, tp=tp, kv_dtype=kv_dtype)  # fmt: skip
-    scenario.engine()  # the planner's engine: ValueError if the weights do not fit
-    plan = serving.plan_serving(scenario, loads=PLANNER_LOADS)
-    report = None if plan.best is None else serving.config_report(scenario, plan.best)
-    return PlannerView(scenario, plan.best, plan.goodput, report, len(plan.goodputs),
-                       len(plan.attainment))  # fmt: skip
+def planner_view(controls: PlannerControls = PlannerControls()) -> PlannerView:
+    """Plan ``controls.scenario()`` at steady state on the ``PLANNER_LOADS`` ladder
+    (``serving.plan_report``). ValueError for a model that does not fit ``tp`` chips in
+    ``dtype``, a ``tp`` that does not split its heads, or a dtype the chip has no peak
+    for."""
+    return PlannerView(serving.plan_report(controls.scenario(), loads=PLANNER_LOADS))
 
 
 def draw_planner(ax, view: PlannerView) -> None:
-    """Each candidate's SLO attainment at the load as a bar, the recommended one coloured,
-    the SLO share as a dashed line (``serving.plan_serving``'s cached search)."""
-    plan = serving.plan_serving(view.scenario, loads=PLANNER_LOADS)
-    configs = list(plan.attainment)
+    """Each candidate's SLO attainment at the load as a bar (the view's plan), the
+    recommended one coloured, the SLO share as a dashed line."""
+    attainment = view.plan.attainment
+    configs = list(attainment)
     colours = ["tab:blue" if c == view.best else "tab:gray" for c in configs]
-    ax.barh([c.label() for c in configs], [plan.attainment[c] for c in configs], color=colours)
+    ax.barh([c.label() for c in configs], [attainment[c] for c in configs], color=colours)
     ax.axvline(view.scenario.share, color="tab:red", ls="--", label="SLO share")
     ax.invert_yaxis()
     s = view.scenario
@@ -113,15 +147,13 @@ def draw_planner(ax, view: PlannerView) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
-def show_planner(model="Qwen2.5-7B", chip="H100 SXM", dtype="bf16", ttft_ms=500.0,
-                 tpot_ms=10.0, rate=40.0, prompt_mean=1024, output_mean=256, tp=1,
-                 kv_dtype="bf16") -> None:  # fmt: skip
-    """The sliders' callback: the table, and the candidates' attainment as bars. The figure
-    is made outside pyplot (``helpers.widgets.figures``) and shown once; returns None, so
-    ``interact`` prints no repr."""
+def show_planner(**controls) -> None:
+    """The sliders' callback (``controls``: ``PlannerControls``' knobs): the table, and the
+    candidates' attainment as bars. The figure is made outside pyplot
+    (``helpers.widgets.figures``) and shown once; returns None, so ``interact`` prints no
+    repr."""
     try:
-        view = planner_view(model, chip, dtype, ttft_ms, tpot_ms, rate, prompt_mean,
-                            output_mean, tp, kv_dtype)  # fmt: skip
+        view = planner_view(PlannerControls(**controls))
     except (KeyError, ValueError) as error:  # a model that does not fit, a missing dtype
         print(error)
         return None

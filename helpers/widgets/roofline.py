@@ -1,11 +1,13 @@
 """The roofline explorer (chapter 3, `03_roofline`): model, chip, prompt length, batch and
 dtype in; prefill and decode as points on the chip's roofline out.
 
-``roofline_points`` (the phases) and ``prefill_gemm_points`` (prefill's weight matmuls one
-shape at a time) are the data, testable without a browser; ``table`` prints them, ``draw``
-puts them on a figure with ``helpers.plots.plot_roofline``, and ``show`` is what the
-notebook's sliders call. The counts and times come from ``helpers.flops``,
-``helpers.memory``, ``helpers.roofline`` and ``helpers.latency``.
+``RooflineControls`` holds the sliders' knobs and defaults. ``roofline_points`` (the phases)
+and ``prefill_gemm_points`` (prefill's weight matmuls one shape at a time) are the data,
+testable without a browser; ``roofline_view`` gathers them with the chip's ceilings,
+``table`` prints points, ``draw_roofline`` puts a view on an Axes with
+``helpers.plots.plot_roofline``, and ``show_roofline`` is what the notebook's sliders call.
+The counts and times come from ``helpers.flops``, ``helpers.memory``, ``helpers.roofline``
+and ``helpers.latency``.
 """
 
 from __future__ import annotations
@@ -20,12 +22,24 @@ from helpers.plots import plot_roofline
 from helpers.roofline import RooflineTime, decode_aggregate, decode_split, roofline_time
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points", "table", "draw",
-           "show"]  # fmt: skip
+__all__ = ["RooflineControls", "PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points",
+           "RooflineView", "roofline_view", "table", "draw_roofline", "show_roofline"]  # fmt: skip
 
 PHASES = ("prefill", "decode step", "decode: weights", "decode: attention")
 INTENSITY_RANGE = (0.1, 1e5)  # fixed axes, so a slider moves the points, not the frame
 FLOPS_RANGE = (1e10, 1e16)
+
+
+@dataclass(frozen=True)
+class RooflineControls:
+    """The explorer's knobs and their defaults: ``batch`` prompts of ``prompt_tokens`` of
+    ``model`` on ``chip`` in ``dtype``."""
+
+    model: str = "Qwen2.5-7B"
+    chip: str = "H100 SXM"
+    prompt_tokens: int = 1024
+    batch: int = 1
+    dtype: str = "bf16"
 
 
 @dataclass(frozen=True)
@@ -46,13 +60,7 @@ def _point(phase: str, time: RooflineTime) -> PhasePoint:
                       time.flops / time.seconds, time.seconds, time.bound)  # fmt: skip
 
 
-def roofline_points(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    prompt_tokens: int = 1024,
-    batch: int = 1,
-    dtype: str = "bf16",
-) -> dict[str, PhasePoint]:
+def roofline_points(controls: RooflineControls = RooflineControls()) -> dict[str, PhasePoint]:
     """Prefill of ``batch`` prompts of ``prompt_tokens``, and the decode step right after it.
 
     Prefill as a server runs it (``helpers.latency.prefill_time``: causal attention, logits
@@ -63,7 +71,8 @@ def roofline_points(
     intensity does not. Bytes include activation traffic (``helpers.memory.forward_bytes``).
     ValueError if the chip's datasheet gives no peak for ``dtype``.
     """
-    cfg, hw = models.get(model), hardware.get(chip)
+    prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype
+    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
     hw.peak(dtype)  # fail early, with the chip's own message, on a dtype it has no peak for
     split = decode_split(cfg, hw, batch, prompt_tokens, dtype)
     times = {
@@ -76,11 +85,7 @@ def roofline_points(
 
 
 def prefill_gemm_points(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    prompt_tokens: int = 1024,
-    batch: int = 1,
-    dtype: str = "bf16",
+    controls: RooflineControls = RooflineControls(),
 ) -> dict[str, PhasePoint]:
     """Prefill's weight matmuls as separate points: the whole-pass average hides them.
 
@@ -90,7 +95,8 @@ def prefill_gemm_points(
     shape up to transposition have the same intensity and share a point ("q/o", "k/v",
     "gate/up/down"); its FLOPs, bytes and time are those of all of them over all layers.
     """
-    cfg, hw = models.get(model), hardware.get(chip)
+    prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype
+    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
     hw.peak(dtype)
     # Prefill's counts per op over all layers, the LM head on the last token of each prompt.
     op_flops = forward_flops(cfg, prompt_tokens, batch=batch, logits="last").by_op
@@ -117,46 +123,54 @@ def table(points: dict[str, PhasePoint]) -> str:
     return "\n".join(lines)
 
 
-def draw(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    prompt_tokens: int = 1024,
-    batch: int = 1,
-    dtype: str = "bf16",
-    ax=None,
-):
-    """The chip's datasheet roofline (and its best measured matmul, where known) with the
-    phases of ``roofline_points`` and prefill's matmuls (``prefill_gemm_points``) on it.
-    Returns (figure, points): the phases first, then the matmuls. Without ``ax``, the figure
-    is a new one outside pyplot (``helpers.widgets.figures``)."""
-    points = roofline_points(model, chip, prompt_tokens, batch, dtype)
-    points |= prefill_gemm_points(model, chip, prompt_tokens, batch, dtype)
-    hw = hardware.get(chip)
-    fig, ax = new_figure((7.5, 4.5)) if ax is None else (ax.figure, ax)
+@dataclass(frozen=True)
+class RooflineView:
+    """The explorer's data for one setting: the controls, the points (the phases of
+    ``roofline_points``, then prefill's matmuls of ``prefill_gemm_points``), and the chip's
+    datasheet peak in ``dtype``, its bandwidth and its measured ceilings (its best measured
+    bf16 matmul, where known)."""
+
+    controls: RooflineControls
+    points: dict[str, PhasePoint]
+    peak: float
+    bandwidth: float
+    ceilings: dict[str, float]
+
+    def table(self) -> str:
+        return table(self.points)
+
+
+def roofline_view(controls: RooflineControls = RooflineControls()) -> RooflineView:
+    """The points and the chip's ceilings; ValueError for a dtype the chip has no peak for."""
+    hw = hardware.get(controls.chip)
     measured = {}
-    if hw.best_matmul_bf16 and dtype == "bf16":
+    if hw.best_matmul_bf16 and controls.dtype == "bf16":
         measured["best measured bf16 matmul"] = hw.best_matmul_bf16
-    plot_roofline(ax, hw.peak(dtype), hw.bandwidth,
-                  points={p.phase: (p.intensity, p.attainable_flops) for p in points.values()},
-                  label=f"{chip} datasheet, {dtype}", ceilings=measured,
+    points = roofline_points(controls) | prefill_gemm_points(controls)
+    return RooflineView(controls, points, hw.peak(controls.dtype), hw.bandwidth, measured)
+
+
+def draw_roofline(ax, view: RooflineView) -> None:
+    """The chip's datasheet roofline (and its measured ceilings) with the view's points."""
+    c = view.controls
+    plot_roofline(ax, view.peak, view.bandwidth,
+                  points={p.phase: (p.intensity, p.attainable_flops)
+                          for p in view.points.values()},
+                  label=f"{c.chip} datasheet, {c.dtype}", ceilings=view.ceilings,
                   intensity_range=INTENSITY_RANGE)  # fmt: skip
     ax.set_ylim(*FLOPS_RANGE)
-    ax.set_title(f"{model}: prompt {prompt_tokens} tokens, batch {batch}", fontsize=10)
-    return fig, points
+    ax.set_title(f"{c.model}: prompt {c.prompt_tokens} tokens, batch {c.batch}", fontsize=10)
 
 
-def show(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    prompt_tokens: int = 1024,
-    batch: int = 1,
-    dtype: str = "bf16",
-) -> None:
-    """The sliders' callback: print the table, show the figure (or say why there is none)."""
+def show_roofline(**controls) -> None:
+    """The sliders' callback (``RooflineControls``' knobs): print the table, show the figure
+    (made outside pyplot, ``helpers.widgets.figures``), or say why there is none."""
     try:
-        fig, points = draw(model, chip, prompt_tokens, batch, dtype)
+        view = roofline_view(RooflineControls(**controls))
     except ValueError as error:  # e.g. fp8 on an A100: the datasheet has no such peak
         print(error)
         return
-    print(table(points))
+    print(view.table())
+    fig, ax = new_figure((7.5, 4.5))
+    draw_roofline(ax, view)
     show_figure(fig)

@@ -1,12 +1,13 @@
 """The serving explorers of chapter 8 (`08_serving`): one per optimisation.
 
-Each explorer is a view dataclass built by ``x_view(...)`` from library calls (plain
-numbers, testable without a browser; its ``table`` prints them), a ``draw_x(ax, view)`` that
+Each explorer is a controls dataclass (its sliders' knobs and their defaults, declared once:
+the view, the callback and the chapter's ``interact`` cell read them), a view dataclass built
+by ``x_view(controls)`` from library calls (plain numbers, testable without a browser; its
+``table`` prints them), a ``draw_x(ax, view)`` that
 draws it on a matplotlib Axes, and a ``show_x(**controls)`` callback that the notebook's
 sliders call: it prints the table and shows the figure, and returns nothing (``interact``
 would print a returned value's repr under the figure). No formula or experiment lives here:
-the numbers come from ``helpers.serving`` (its studies, ``kv_transfer_seconds``, the
-roofline engine) and ``helpers.latency`` (speculative decoding).
+the numbers come from ``helpers.serving``'s studies and ``helpers.serving.spec``.
 
 - ``stall_view``: a batch of decodes meets one long prompt; the gap each decode waits for its
   next token, step by step, without and with chunked prefill (Sarathi-Serve;
@@ -14,7 +15,7 @@ roofline engine) and ``helpers.latency`` (speculative decoding).
 - ``prefix_view``: mean and p99 TTFT with and without a prefix cache, for a share of requests
   that start with the same system prompt (``serving.prefix_cache_study``).
 - ``transfer_view``: a prompt's KV transfer time over a link, beside its prefill time and a
-  decode step (DistServe, Splitwise).
+  decode step (DistServe, Splitwise; ``serving.kv_handoff_study``).
 - ``spec_view``: speculative decoding's speedup against γ, and the best γ (Leviathan et al.).
 """
 
@@ -24,17 +25,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers import memory, serving
-from helpers._validate import positive_int
-from helpers.serving import Step, spec
+from helpers import serving
+from helpers.serving import spec
 from helpers.widgets.figures import new_figure, show_figure
 
-__all__ = ["StallView", "stall_view", "draw_stall", "show_stall", "PrefixView", "prefix_view",
-           "draw_prefix", "show_prefix", "TransferView", "transfer_view", "draw_transfer",
-           "show_transfer", "SpecView", "spec_view", "draw_spec", "show_spec"]  # fmt: skip
+__all__ = ["StallControls", "StallView", "stall_view", "draw_stall", "show_stall",
+           "PrefixControls", "PrefixView", "prefix_view", "draw_prefix", "show_prefix",
+           "TransferControls", "TransferView", "transfer_view", "draw_transfer",
+           "show_transfer", "SpecControls", "SpecView", "spec_view", "draw_spec",
+           "show_spec"]  # fmt: skip
 
 
 # ------------------------------------------------------------------- chunked prefill
+
+
+@dataclass(frozen=True)
+class StallControls:
+    """The stall explorer's knobs and their defaults."""
+
+    model: str = "Qwen2.5-7B"
+    chip: str = "H100 SXM"
+    decodes: int = 32
+    prompt_tokens: int = 8192
+    token_budget: int = 512
 
 
 @dataclass(frozen=True)
@@ -58,16 +71,12 @@ class StallView:
         return "\n".join(lines)
 
 
-def stall_view(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    decodes: int = 32,
-    prompt_tokens: int = 8192,
-    token_budget: int = 512,
-) -> StallView:
+def stall_view(controls: StallControls = StallControls()) -> StallView:
     """``serving.prefill_stall_study``'s gaps and TTFTs, with the inputs that name them."""
-    gaps, ttft = serving.prefill_stall_study(model, chip, decodes, prompt_tokens, token_budget)
-    return StallView(gaps, ttft, model, chip, decodes, prompt_tokens)
+    c = controls
+    gaps, ttft = serving.prefill_stall_study(c.model, c.chip, c.decodes, c.prompt_tokens,
+                                             c.token_budget)  # fmt: skip
+    return StallView(gaps, ttft, c.model, c.chip, c.decodes, c.prompt_tokens)
 
 
 def draw_stall(ax, view: StallView) -> None:
@@ -80,11 +89,11 @@ def draw_stall(ax, view: StallView) -> None:
     ax.legend(fontsize=8)
 
 
-def show_stall(model="Qwen2.5-7B", chip="H100 SXM", decodes=32, prompt_tokens=8192,
-               token_budget=512) -> None:  # fmt: skip
-    """The sliders' callback: the table, and each decode step's gap against its index."""
+def show_stall(**controls) -> None:
+    """The sliders' callback (``StallControls``' knobs): the table, and each decode step's
+    gap against its index."""
     try:
-        view = stall_view(model, chip, decodes, prompt_tokens, token_budget)
+        view = stall_view(StallControls(**controls))
     except ValueError as error:  # e.g. a budget no larger than the batch
         print(error)
         return
@@ -93,6 +102,15 @@ def show_stall(model="Qwen2.5-7B", chip="H100 SXM", decodes=32, prompt_tokens=81
 
 
 # -------------------------------------------------------------------- prefix caching
+
+
+@dataclass(frozen=True)
+class PrefixControls:
+    """The prefix explorer's knobs and their defaults: the share of requests that start with
+    the same system prompt, and its tokens."""
+
+    shared_fraction: float = 0.5
+    shared_prefix: int = 2048
 
 
 @dataclass(frozen=True)
@@ -113,12 +131,13 @@ class PrefixView:
                 f"{'TTFT p99 ms':<14}{p0 * 1e3:>10.1f}{p1 * 1e3:>10.1f}")  # fmt: skip
 
 
-def prefix_view(shared_fraction: float, shared_prefix: int, **workload) -> PrefixView:
+def prefix_view(controls: PrefixControls = PrefixControls(), **workload) -> PrefixView:
     """``serving.prefix_cache_study``'s hit rate and TTFTs, with the inputs that name them;
     ``workload`` (model, chip, rate, n) goes to the study, whose defaults it keeps."""
-    study = serving.prefix_cache_study(shared_fraction, shared_prefix, **workload)
+    c = controls
+    study = serving.prefix_cache_study(c.shared_fraction, c.shared_prefix, **workload)
     return PrefixView(study["hit_rate"], study["ttft_mean"], study["ttft_p99"],
-                      shared_fraction, shared_prefix)  # fmt: skip
+                      c.shared_fraction, c.shared_prefix)  # fmt: skip
 
 
 def draw_prefix(ax, view: PrefixView) -> None:
@@ -132,14 +151,27 @@ def draw_prefix(ax, view: PrefixView) -> None:
     ax.legend(fontsize=8)
 
 
-def show_prefix(shared_fraction=0.5, shared_prefix=2048) -> None:
-    """The sliders' callback: the table and a bar chart of the TTFTs."""
-    view = prefix_view(shared_fraction, shared_prefix)
+def show_prefix(**controls) -> None:
+    """The sliders' callback (``PrefixControls``' knobs): the table and a bar chart of the
+    TTFTs."""
+    view = prefix_view(PrefixControls(**controls))
     print(view.table())
     _show(draw_prefix, view, (6, 3))
 
 
 # --------------------------------------------------------------------- disaggregation
+
+
+@dataclass(frozen=True)
+class TransferControls:
+    """The transfer explorer's knobs and their defaults; ``decode_batch`` (the decode step
+    the transfer is compared with) has no slider."""
+
+    model: str = "Qwen2.5-7B"
+    chip: str = "H100 SXM"
+    prompt_tokens: int = 1024
+    link_gb_per_s: float = 50.0
+    decode_batch: int = 32
 
 
 @dataclass(frozen=True)
@@ -154,53 +186,58 @@ class TransferView:
     chip: str
     prompt_tokens: int
     link_gb_per_s: float
+    decode_batch: int
 
     def table(self) -> str:
         return (f"KV cache to move: {self.kv_bytes / 1e6:,.1f} MB\n"
                 f"transfer   {self.transfer_s * 1e3:9.2f} ms\n"
                 f"prefill    {self.prefill_s * 1e3:9.2f} ms (transfer = "
                 f"{self.transfer_s / self.prefill_s:.0%} of it)\n"
-                f"decode step (batch 32) {self.decode_step_s * 1e3:6.2f} ms (transfer = "
+                f"decode step (batch {self.decode_batch}) {self.decode_step_s * 1e3:6.2f} ms "
+                f"(transfer = "
                 f"{self.transfer_s / self.decode_step_s:.1f} steps)")  # fmt: skip
 
 
-def transfer_view(
-    model: str = "Qwen2.5-7B",
-    chip: str = "H100 SXM",
-    prompt_tokens: int = 1024,
-    link_gb_per_s: float = 50.0,
-) -> TransferView:
-    """KV bytes and transfer time of a ``prompt_tokens`` prompt over a link of
-    ``link_gb_per_s`` GB/s (``serving.kv_transfer_seconds``), its prefill alone and a decode
-    step of 32 sequences at that context (``serving.roofline_engine``'s step model)."""
-    positive_int(prompt_tokens, "prompt_tokens")
-    steps, _ = serving.roofline_engine(model, chip)
-    cfg = steps.cfg
-    seconds = serving.kv_transfer_seconds(cfg, prompt_tokens, link_gb_per_s * 1e9)
-    prefill = steps(Step(((prompt_tokens, 0),), 0, 0, 1))
-    decode = steps(Step((), 32, 32 * prompt_tokens, 32))
-    return TransferView(memory.kv_cache_bytes(cfg, prompt_tokens), seconds, prefill, decode,
-                        model, chip, prompt_tokens, link_gb_per_s)  # fmt: skip
+def transfer_view(controls: TransferControls = TransferControls()) -> TransferView:
+    """KV bytes and transfer time of a prompt over a link of ``link_gb_per_s`` GB/s, its
+    prefill alone and a decode step of ``decode_batch`` sequences at that context
+    (``serving.kv_handoff_study``)."""
+    c = controls
+    study = serving.kv_handoff_study(c.model, c.chip, c.prompt_tokens, c.link_gb_per_s * 1e9,
+                                     c.decode_batch)  # fmt: skip
+    return TransferView(study["kv_bytes"], study["transfer_s"], study["prefill_s"],
+                        study["decode_step_s"], c.model, c.chip, c.prompt_tokens,
+                        c.link_gb_per_s, c.decode_batch)  # fmt: skip
 
 
 def draw_transfer(ax, view: TransferView) -> None:
     """The transfer, the prefill and a decode step as horizontal bars, log x."""
-    labels = ["KV transfer", "prefill", "decode step (32)"]
+    labels = ["KV transfer", "prefill", f"decode step ({view.decode_batch})"]
     ax.barh(labels, np.array([view.transfer_s, view.prefill_s, view.decode_step_s]) * 1e3)
     ax.set(xscale="log", xlabel="milliseconds",
            title=f"{view.model}, {view.prompt_tokens:,} tokens, {view.chip}, "
                  f"{view.link_gb_per_s:g} GB/s link")  # fmt: skip
 
 
-def show_transfer(model="Qwen2.5-7B", chip="H100 SXM", prompt_tokens=1024,
-                  link_gb_per_s=50.0) -> None:  # fmt: skip
-    """The sliders' callback: the table and the three times as bars."""
-    view = transfer_view(model, chip, prompt_tokens, link_gb_per_s)
+def show_transfer(**controls) -> None:
+    """The sliders' callback (``TransferControls``' knobs): the table and the three times as
+    bars."""
+    view = transfer_view(TransferControls(**controls))
     print(view.table())
     _show(draw_transfer, view, (6, 2.5))
 
 
 # ---------------------------------------------------------------- speculative decoding
+
+
+@dataclass(frozen=True)
+class SpecControls:
+    """The speculative-decoding explorer's knobs and their defaults: the acceptance rate
+    ``alpha``, the draft's cost ``c`` per token against the target's, the largest γ."""
+
+    alpha: float = 0.8
+    c: float = 0.05
+    max_gamma: int = 16
 
 
 @dataclass(frozen=True)
@@ -220,8 +257,9 @@ class SpecView:
                 f"speedup {self.speedup[g]:.2f}x")
 
 
-def spec_view(alpha: float = 0.8, c: float = 0.05, max_gamma: int = 16) -> SpecView:
+def spec_view(controls: SpecControls = SpecControls()) -> SpecView:
     """``serving.spec.spec_speedup`` and ``spec_expected_tokens`` over γ, ``spec_best_gamma``."""
+    alpha, c, max_gamma = controls.alpha, controls.c, controls.max_gamma
     gammas = np.arange(max_gamma + 1)
     return SpecView(gammas, np.array([spec.spec_speedup(alpha, int(g), c) for g in gammas]),
                     np.array([spec.spec_expected_tokens(alpha, int(g)) for g in gammas]),
@@ -238,9 +276,10 @@ def draw_spec(ax, view: SpecView) -> None:
     ax.legend(fontsize=8)
 
 
-def show_spec(alpha=0.8, c=0.05, max_gamma=16) -> None:
-    """The sliders' callback: speedup against γ, the best γ marked."""
-    view = spec_view(alpha, c, max_gamma)
+def show_spec(**controls) -> None:
+    """The sliders' callback (``SpecControls``' knobs): speedup against γ, the best γ
+    marked."""
+    view = spec_view(SpecControls(**controls))
     print(view.table())
     _show(draw_spec, view, (6, 3))
 

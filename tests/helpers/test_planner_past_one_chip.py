@@ -112,19 +112,26 @@ def test_a_sharded_fp8_scenario_is_at_steady_state():
 
 
 def test_the_explorer_plans_with_both_knobs():
-    view = planner_widget.planner_view("Qwen2.5-7B", "H100 SXM", "bf16", 500.0, 4.0, 20.0,
-                                       1024, 256, 2, "fp8")  # fmt: skip
+    view = planner_widget.planner_view(planner_widget.PlannerControls(
+        "Qwen2.5-7B", "H100 SXM", "bf16", 500.0, 4.0, 20.0, 1024, 256, 2, "fp8"))
     assert (view.scenario.tp, view.scenario.kv_dtype) == (2, "fp8")
     table = view.table()
     assert "2 engines of 2 x H100 SXM (TP=2)" in table and "KV cache fp8" in table
     assert f"{view.goodput / 4:g} per chip (4 chips)" in table
     with pytest.raises(ValueError, match="does not fit"):
-        planner_widget.planner_view("Llama-3.1-70B", "H100 SXM", tp=1)
+        planner_widget.planner_view(planner_widget.PlannerControls("Llama-3.1-70B", tp=1))
+
+
+def test_the_explorers_controls_agree_on_the_kv_dtype():
+    # One declaration of the knobs: the view and the callback plan the same deployment.
+    controls = planner_widget.PlannerControls()
+    assert controls.kv_dtype == controls.dtype
+    assert controls.scenario() == Scenario(rate=controls.rate)
 
 
 def test_a_kv_dtype_equal_to_the_weights_is_the_default_deployment():
     spelt_out = Scenario(rate=20.0, kv_dtype="bf16")
     assert spelt_out == Scenario(rate=20.0) and spelt_out.kv_dtype is None
     assert Scenario(rate=20.0, kv_dtype="fp8").kv_dtype == "fp8"
-    assert "KV cache" not in planner_widget.planner_view(
-        "Qwen2.5-7B", "H100 SXM", "bf16", 500.0, 10.0, 20.0, 1024, 256, 1, "bf16").table()
+    assert "KV cache" not in planner_widget.planner_view(planner_widget.PlannerControls(
+        "Qwen2.5-7B", "H100 SXM", "bf16", 500.0, 10.0, 20.0, 1024, 256, 1, "bf16")).table()

@@ -74,15 +74,15 @@ EXPLORERS = {
     "ch01 attention share": (flops.show_attention_share,
                              {"preset": "Qwen2.5-7B", "context": 4096}),
     "ch02 memory budget": (memory.show_memory_budget, {"model": "Qwen2.5-7B", "batch": 32}),
-    "ch03 roofline": (roofline.show, {"model": "Qwen2.5-7B", "batch": 1}),
+    "ch03 roofline": (roofline.show_roofline, {"model": "Qwen2.5-7B", "batch": 1}),
     "ch04 cache sweep": (lambda copies, factor: timing.show_cache(_cache_points(), 4 * 2**20,
                                                                  copies=copies, factor=factor),
                          {"copies": 2, "factor": 2.0}),
-    "ch05 sweep": (lambda layer, dtype: matmuls.show(
-        sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM"), layer, dtype),
+    "ch05 sweep": (lambda layer, dtype: matmuls.show_matmuls(
+        sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM"), layer=layer, dtype=dtype),
         {"layer": "gate", "dtype": "fp32"}),
     "ch06 latency breakdown": (lambda prompt, output: latency_widget.show_latency_breakdown(
-        *_curves(), prompt, output), {"prompt": 256, "output": 64}),
+        *_curves(), prompt_tokens=prompt, output_tokens=output), {"prompt": 256, "output": 64}),
     "ch07 batch curve": (batching.show_batch_curve,
                          {"model": "Llama-3.1-8B", "chip": "H100 SXM", "context": 4096,
                           "weight_dtype": "bf16"}),

@@ -96,7 +96,10 @@ def test_table_lists_every_point(results):
 def test_draw_puts_the_points_on_the_measured_roofline(results):
     import matplotlib.pyplot as plt
 
-    fig, drawn, rows = matmuls.draw(results, "up", "bf16")
+    view = matmuls.matmul_view(results, matmuls.MatmulControls("up", "bf16"))
+    fig, axes = plt.subplots(1, 2)
+    drawn = matmuls.draw_matmuls(axes, view)
+    rows = view.rows
     assert drawn.peak_flops == PEAK["bf16"] and drawn.bandwidth == BANDWIDTH
     assert drawn.ridge == PEAK["bf16"] / BANDWIDTH
     assert list(drawn.points) == [f"m={m}" for m in TOKENS]
@@ -110,8 +113,8 @@ def test_draw_puts_the_points_on_the_measured_roofline(results):
 def test_show_names_a_missing_dtype(results, capsys):
     import matplotlib.pyplot as plt
 
-    matmuls.show(results, "q", "fp16")
+    matmuls.show_matmuls(results, layer="q", dtype="fp16")
     assert "no fp16 points" in capsys.readouterr().out
-    matmuls.show(results, "q", "bf16")
+    matmuls.show_matmuls(results, layer="q", dtype="bf16")
     assert "m=1" not in capsys.readouterr().out  # the table, not the figure's labels
     plt.close("all")

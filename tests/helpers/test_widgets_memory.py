@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 from helpers import hardware, memory, models  # noqa: E402
 from helpers.widgets.memory import (  # noqa: E402
     GB,
+    MemoryControls,
     draw_memory_budget,
     memory_budget,
     show_memory_budget,
@@ -17,7 +18,7 @@ from helpers.widgets.memory import (  # noqa: E402
 
 
 def test_numbers_come_from_helpers_memory():
-    budget = memory_budget("Qwen2.5-7B", "bf16", 4096, 32, "H100 SXM")
+    budget = memory_budget(MemoryControls("Qwen2.5-7B", "bf16", 4096, 32, "H100 SXM"))
     cfg = models.get("Qwen2.5-7B")
     assert budget.weights == memory.weight_bytes(cfg, "bf16") == 15_231_233_024
     assert budget.kv_cache == 32 * 4096 * 57_344
@@ -31,13 +32,13 @@ def test_numbers_come_from_helpers_memory():
 
 def test_reference_capacity_number():
     """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GiB) at S = 1024: 2,318 sequences."""
-    budget = memory_budget("Qwen2.5-7B", "bf16", 1024, 1, "H200 SXM")
+    budget = memory_budget(MemoryControls("Qwen2.5-7B", "bf16", 1024, 1, "H200 SXM"))
     assert budget.max_sequences == 2318
     assert "2,318" in budget.verdict()
 
 
 def test_overflow_when_the_cache_does_not_fit():
-    budget = memory_budget("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM")
+    budget = memory_budget(MemoryControls("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM"))
     assert not budget.fits
     assert budget.free == 0
     assert budget.overflow == budget.weights + budget.kv_cache - 80 * 2**30
@@ -46,28 +47,28 @@ def test_overflow_when_the_cache_does_not_fit():
 
 def test_weights_alone_too_big():
     """Llama-3.1-70B in bf16 (141.1e9 B) does not fit an 80 GiB H100; it fits a 141 GiB H200."""
-    budget = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, "H100 SXM")
+    budget = memory_budget(MemoryControls("Llama-3.1-70B", "bf16", 1024, 1, "H100 SXM"))
     assert not budget.fits and budget.max_sequences == 0
     assert "weights alone" in budget.verdict()
-    on_h200 = memory_budget("Llama-3.1-70B", "bf16", 1024, 1, "H200 SXM")
+    on_h200 = memory_budget(MemoryControls("Llama-3.1-70B", "bf16", 1024, 1, "H200 SXM"))
     assert on_h200.fits and on_h200.max_sequences == 30
-    assert memory_budget("Llama-3.1-70B", "fp8", 1024, 1, "H100 SXM").fits
+    assert memory_budget(MemoryControls("Llama-3.1-70B", "fp8", 1024, 1, "H100 SXM")).fits
 
 
 def test_sliding_window_caps_the_bar():
-    long = memory_budget("Mistral-7B-v0.1", "bf16", 32768, 8, "H100 SXM")
-    window = memory_budget("Mistral-7B-v0.1", "bf16", 4096, 8, "H100 SXM")
+    long = memory_budget(MemoryControls("Mistral-7B-v0.1", "bf16", 32768, 8, "H100 SXM"))
+    window = memory_budget(MemoryControls("Mistral-7B-v0.1", "bf16", 4096, 8, "H100 SXM"))
     assert long.kv_cache == window.kv_cache == 8 * 4096 * 131_072
 
 
 def test_dtype_shrinks_both_weights_and_cache():
-    bf16 = memory_budget("Qwen2.5-7B", "bf16", 2048, 4, "L4")
-    int4 = memory_budget("Qwen2.5-7B", "int4", 2048, 4, "L4")
+    bf16 = memory_budget(MemoryControls("Qwen2.5-7B", "bf16", 2048, 4, "L4"))
+    int4 = memory_budget(MemoryControls("Qwen2.5-7B", "int4", 2048, 4, "L4"))
     assert int4.weights * 4 == bf16.weights and int4.kv_cache * 4 == bf16.kv_cache
 
 
 def test_drawn_bars_match_the_data():
-    budget = memory_budget("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM")
+    budget = memory_budget(MemoryControls("Llama-3.1-8B", "bf16", 32768, 64, "H100 SXM"))
     fig, ax = plt.subplots()
     try:
         draw_memory_budget(ax, budget)
@@ -97,7 +98,8 @@ def test_callback_returns_nothing_and_opens_no_pyplot_figure():
     # Its figure is made outside pyplot (helpers.widgets.figures); test_widgets_interact.py
     # sees it shown as a PNG.
     before = set(plt.get_fignums())
-    assert show_memory_budget("Qwen2.5-0.5B", "fp32", 512, 2, "L4") is None
+    shown = show_memory_budget(model="Qwen2.5-0.5B", dtype="fp32", context=512, batch=2, chip="L4")
+    assert shown is None
     assert set(plt.get_fignums()) == before
 
 
@@ -109,4 +111,4 @@ def test_callback_returns_nothing_and_opens_no_pyplot_figure():
 )  # fmt: skip
 def test_bad_values_name_the_problem(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        memory_budget(**kwargs)
+        memory_budget(MemoryControls(**kwargs))

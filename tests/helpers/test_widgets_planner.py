@@ -11,7 +11,7 @@ from helpers.widgets import planner  # noqa: E402
 
 
 def test_view_is_the_reference_search_at_steady_state():
-    view = planner.planner_view(tpot_ms=10.0, rate=40.0)
+    view = planner.planner_view(planner.PlannerControls(tpot_ms=10.0, rate=40.0))
     scenario = serving.Scenario(rate=40.0)
     assert scenario.requests == serving.planner.STEADY_REQUESTS
     assert view.scenario == scenario
@@ -26,7 +26,7 @@ def test_view_is_the_reference_search_at_steady_state():
 
 
 def test_infeasible_and_invalid_inputs_are_said_not_raised(capsys):
-    view = planner.planner_view(ttft_ms=0.1, rate=40.0)
+    view = planner.planner_view(planner.PlannerControls(ttft_ms=0.1, rate=40.0))
     assert view.best is None and "no configuration" in view.table()
     assert planner.show_planner(chip="A100 80GB SXM", dtype="fp8") is None
     assert "fp8" in capsys.readouterr().out
@@ -42,7 +42,7 @@ def test_callback_draws_and_returns_none(capsys):
 
 
 def test_draw_planner_marks_the_recommended_candidate():
-    view = planner.planner_view(rate=40.0)
+    view = planner.planner_view(planner.PlannerControls(rate=40.0))
     fig, ax = plt.subplots()
     planner.draw_planner(ax, view)
     labels = [tick.get_text() for tick in ax.get_yticklabels()]

@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 from helpers import flops, hardware, memory, models, roofline  # noqa: E402
 from helpers.latency import prefill_time  # noqa: E402
 from helpers.widgets import roofline as widget  # noqa: E402
+from helpers.widgets.roofline import RooflineControls  # noqa: E402
 
 QWEN = models.get("Qwen2.5-7B")
 H100 = hardware.get("H100 SXM")
@@ -29,7 +30,8 @@ def test_default_view_prefill_compute_bound_decode_memory_bound():
 
 
 def test_points_agree_with_the_library():
-    points = widget.roofline_points("Llama-3.1-8B", "A100 80GB SXM", 2048, 8, "bf16")
+    points = widget.roofline_points(
+        RooflineControls("Llama-3.1-8B", "A100 80GB SXM", 2048, 8, "bf16"))
     a100 = hardware.get("A100 80GB SXM")
     llama = models.get("Llama-3.1-8B")
     assert points["prefill"].seconds == prefill_time(llama, a100, 2048, 8).seconds
@@ -47,8 +49,8 @@ def test_points_agree_with_the_library():
 
 
 def test_batch_moves_decode_weights_across_the_ridge_but_not_attention():
-    small = widget.roofline_points(batch=256)
-    large = widget.roofline_points(batch=1024)
+    small = widget.roofline_points(RooflineControls(batch=256))
+    large = widget.roofline_points(RooflineControls(batch=1024))
     assert small["decode: weights"].bound == "memory"
     assert large["decode: weights"].bound == "compute"
     assert large["decode: attention"].bound == "memory"
@@ -58,14 +60,14 @@ def test_batch_moves_decode_weights_across_the_ridge_but_not_attention():
 
 
 def test_dtype_and_chip_move_the_points():
-    bf16 = widget.roofline_points(dtype="bf16")
-    fp8 = widget.roofline_points(dtype="fp8")
+    bf16 = widget.roofline_points(RooflineControls(dtype="bf16"))
+    fp8 = widget.roofline_points(RooflineControls(dtype="fp8"))
     assert fp8["decode step"].intensity == pytest.approx(2 * bf16["decode step"].intensity)
-    h200 = widget.roofline_points(chip="H200 SXM")
+    h200 = widget.roofline_points(RooflineControls(chip="H200 SXM"))
     assert h200["decode step"].seconds < bf16["decode step"].seconds  # more bandwidth
     assert h200["prefill"].seconds == bf16["prefill"].seconds  # same compute, compute-bound
     with pytest.raises(ValueError, match="no datasheet peak for dtype 'fp8'"):
-        widget.roofline_points(chip="A100 80GB SXM", dtype="fp8")
+        widget.roofline_points(RooflineControls(chip="A100 80GB SXM", dtype="fp8"))
 
 
 def test_table_and_figure():
@@ -75,8 +77,10 @@ def test_table_and_figure():
     lines = widget.table(widget.roofline_points() | widget.prefill_gemm_points()).splitlines()
     assert lines[-1].split() == ["prefill", "lm_head", "1.0", "3.3", "0.325", "memory"]
     assert lines[1].split() == ["prefill", "684.1", "989.0", "13.727", "compute"]
-    fig, points = widget.draw(prompt_tokens=4096, batch=64)
-    ax = fig.axes[0]
+    view = widget.roofline_view(RooflineControls(prompt_tokens=4096, batch=64))
+    fig, ax = plt.subplots()
+    widget.draw_roofline(ax, view)
+    points = view.points
     assert {t.get_text() for t in ax.texts} >= set(widget.PHASES) | {"prefill lm_head"}
     assert list(points)[4:] == ["prefill q/o", "prefill k/v", "prefill gate/up/down",
                                 "prefill lm_head"]
@@ -88,10 +92,10 @@ def test_table_and_figure():
 
 
 def test_show_prints_the_table_or_why_not(capsys):
-    widget.show()
+    widget.show_roofline()
     out = capsys.readouterr().out
     assert out.startswith("phase") and "prefill" in out
-    widget.show(chip="A100 80GB SXM", dtype="fp8")
+    widget.show_roofline(chip="A100 80GB SXM", dtype="fp8")
     assert "A100 80GB SXM has no datasheet peak for dtype 'fp8'" in capsys.readouterr().out
     plt.close("all")
 
@@ -100,7 +104,8 @@ def test_prefill_gemms_add_up_to_the_pass_and_the_lm_head_is_memory_bound():
     """Each matmul on its own: with logits for the last token only, prefill's LM head is a
     one-row-per-prompt GEMM at about `batch` FLOP/B, though the pass averages 684."""
     cfg = models.get("Llama-3.1-8B")
-    points = widget.prefill_gemm_points("Llama-3.1-8B", "H100 SXM", 2048, 4, "bf16")
+    points = widget.prefill_gemm_points(
+        RooflineControls("Llama-3.1-8B", "H100 SXM", 2048, 4, "bf16"))
     by_op = flops.forward_flops(cfg, 2048, batch=4, logits="last").by_op
     traffic = memory.forward_bytes(cfg, 2048, batch=4, logits="last")
     matmuls = [op for op in cfg.linear_shapes()]
@@ -114,5 +119,5 @@ def test_prefill_gemms_add_up_to_the_pass_and_the_lm_head_is_memory_bound():
     for name in ("prefill q/o", "prefill k/v", "prefill gate/up/down"):
         assert points[name].bound == "compute"
     # Qwen2.5-7B's k/v reach 312 FLOP/B at 1024 tokens: below the L40S ridge (419).
-    qwen = widget.prefill_gemm_points("Qwen2.5-7B", "L40S", 1024, 1, "bf16")
+    qwen = widget.prefill_gemm_points(RooflineControls("Qwen2.5-7B", "L40S", 1024, 1, "bf16"))
     assert qwen["prefill k/v"].bound == "memory" and qwen["prefill q/o"].bound == "compute"

@@ -14,7 +14,7 @@ from helpers.widgets import serving as widget  # noqa: E402
 
 
 def test_stall_view_chunking_bounds_the_gap_and_costs_ttft():
-    view = widget.stall_view(decodes=8, prompt_tokens=4096, token_budget=512)
+    view = widget.stall_view(widget.StallControls(decodes=8, prompt_tokens=4096, token_budget=512))
     whole, chunked = view.gaps["continuous (whole)"], view.gaps["chunked (512)"]
     steps = RooflineSteps(models.get("Qwen2.5-7B"), hardware.get("H100 SXM"))
     # The longest gap under continuous batching is the step that prefills the whole prompt
@@ -27,22 +27,22 @@ def test_stall_view_chunking_bounds_the_gap_and_costs_ttft():
 
 def test_stall_view_bad_budget_is_reported_by_the_callback(capsys):
     with pytest.raises(ValueError, match="token_budget"):
-        widget.stall_view(decodes=32, token_budget=16)
+        widget.stall_view(widget.StallControls(decodes=32, token_budget=16))
     assert widget.show_stall(decodes=32, token_budget=16) is None
     assert "token_budget" in capsys.readouterr().out
 
 
 def test_prefix_view_no_sharing_no_gain_full_sharing_gains():
-    none = widget.prefix_view(shared_fraction=0.0, shared_prefix=2048, n=60)
+    none = widget.prefix_view(widget.PrefixControls(shared_fraction=0.0, shared_prefix=2048), n=60)
     assert none.hit_rate == 0 and none.ttft_mean[0] == pytest.approx(none.ttft_mean[1])
-    full = widget.prefix_view(shared_fraction=1.0, shared_prefix=2048, n=60)
+    full = widget.prefix_view(widget.PrefixControls(shared_fraction=1.0, shared_prefix=2048), n=60)
     assert full.hit_rate > 0.5 and full.ttft_mean[1] < full.ttft_mean[0]
     assert "served from the cache" in full.table()
 
 
 def test_transfer_view_numbers_come_from_helpers():
     cfg = models.get("Qwen2.5-7B")
-    view = widget.transfer_view(prompt_tokens=1024, link_gb_per_s=50)
+    view = widget.transfer_view(widget.TransferControls(prompt_tokens=1024, link_gb_per_s=50))
     assert view.kv_bytes == memory.kv_cache_bytes(cfg, 1024) == 58_720_256
     assert view.transfer_s == pytest.approx(serving.kv_transfer_seconds(cfg, 1024, 50e9))
     assert view.transfer_s == pytest.approx(1.1744e-3, rel=1e-4)
@@ -51,7 +51,7 @@ def test_transfer_view_numbers_come_from_helpers():
 
 
 def test_spec_view_matches_latency_and_the_worked_check():
-    view = widget.spec_view(0.8, 0.05, 16)
+    view = widget.spec_view(widget.SpecControls(0.8, 0.05, 16))
     assert view.tokens[4] == pytest.approx(3.3616)
     assert round(view.speedup[4], 2) == 2.80
     assert view.best == spec.spec_best_gamma(0.8, 0.05, 16) == 8
@@ -60,7 +60,7 @@ def test_spec_view_matches_latency_and_the_worked_check():
 
 
 def test_draw_stall_one_line_per_policy_from_the_view():
-    view = widget.stall_view(decodes=4, prompt_tokens=1024, token_budget=256)
+    view = widget.stall_view(widget.StallControls(decodes=4, prompt_tokens=1024, token_budget=256))
     fig, ax = plt.subplots()
     widget.draw_stall(ax, view)
     assert [line.get_label() for line in ax.lines] == list(view.gaps)
@@ -72,7 +72,7 @@ def test_draw_stall_one_line_per_policy_from_the_view():
 
 
 def test_draw_prefix_bars_are_the_mean_and_p99_ttft():
-    view = widget.prefix_view(shared_fraction=0.5, shared_prefix=1024, n=60)
+    view = widget.prefix_view(widget.PrefixControls(shared_fraction=0.5, shared_prefix=1024), n=60)
     fig, ax = plt.subplots()
     widget.draw_prefix(ax, view)
     heights = [bar.get_height() for bar in ax.patches]
@@ -82,7 +82,7 @@ def test_draw_prefix_bars_are_the_mean_and_p99_ttft():
 
 
 def test_draw_transfer_bars_are_the_three_times():
-    view = widget.transfer_view(prompt_tokens=2048, link_gb_per_s=25)
+    view = widget.transfer_view(widget.TransferControls(prompt_tokens=2048, link_gb_per_s=25))
     fig, ax = plt.subplots()
     widget.draw_transfer(ax, view)
     widths = [bar.get_width() for bar in ax.patches]
@@ -94,7 +94,7 @@ def test_draw_transfer_bars_are_the_three_times():
 
 
 def test_draw_spec_marks_the_best_gamma():
-    view = widget.spec_view(0.6, 0.1, 8)
+    view = widget.spec_view(widget.SpecControls(0.6, 0.1, 8))
     fig, ax = plt.subplots()
     widget.draw_spec(ax, view)
     speedup, tokens, best = ax.lines
@@ -108,11 +108,20 @@ def test_draw_spec_marks_the_best_gamma():
 def test_every_callback_prints_its_table_and_returns_nothing(capsys):
     for show, kwargs, view in (
         (widget.show_stall, {"decodes": 4, "prompt_tokens": 1024},
-         widget.stall_view(decodes=4, prompt_tokens=1024)),
-        (widget.show_prefix, {}, widget.prefix_view(0.5, 2048)),
+         widget.stall_view(widget.StallControls(decodes=4, prompt_tokens=1024))),
+        (widget.show_prefix, {}, widget.prefix_view(widget.PrefixControls(0.5, 2048))),
         (widget.show_transfer, {}, widget.transfer_view()),
         (widget.show_spec, {}, widget.spec_view()),
     ):  # fmt: skip
         assert show(**kwargs) is None
         assert capsys.readouterr().out == view.table() + "\n"
     assert plt.get_fignums() == []  # each closed its figure after showing it
+
+
+def test_transfer_compares_with_a_decode_step_of_the_chosen_batch():
+    one = widget.transfer_view(widget.TransferControls(decode_batch=1))
+    many = widget.transfer_view(widget.TransferControls(decode_batch=64))
+    assert one.decode_step_s < many.decode_step_s and one.prefill_s == many.prefill_s
+    assert "decode step (batch 64)" in many.table()
+    study = serving.kv_handoff_study(prompt_tokens=1024, link_bytes_per_s=50e9, decode_batch=64)
+    assert study["decode_step_s"] == many.decode_step_s

@@ -23,6 +23,13 @@ Three rules hold whatever the doc says, because the code depends on them:
   mounted into the sandbox alone;
 - ``helpers/widgets/`` imports only the formulas, measuring, simulators and drawing floors:
   a widget calls the library and draws.
+
+And the doc's drawing convention (its ``helpers/widgets/`` paragraph), checked on the code
+(``widget_violations``): every explorer module defines ``show_x`` callbacks that take the
+knobs as ``**controls`` and build the module's ``*Controls`` dataclass from them (each knob's
+default declared once, every field with a default), a ``draw_x(ax, view)`` beside each, and
+calls no experiment (``EXPERIMENT``: timing, running or simulating, the planner's search)
+but through the library's experiment functions.
 """
 
 from __future__ import annotations
@@ -425,3 +432,113 @@ def test_rooms_and_modules_the_doc_does_not_know_are_named(tmp_path):
 def test_a_malformed_table_names_its_row(row, problem):
     with pytest.raises(ValueError, match=re.escape(problem)):
         read_floors(TINY_DOC.rstrip("\n") + "\n" + row + "\n")
+
+
+# ---------------------------------------------------------------- the drawing convention
+
+WIDGET_HELPERS = ("__init__.py", "figures.py")  # the package and its figures, no explorer
+EXPERIMENT = re.compile(r"(time|run)_\w+|simulate\w*|\w+_sweep_seconds|plan_serving|serve_config"
+                        r"|config_goodput|config_report|steady_check|roofline_engine|Step")
+"""Calls that run an experiment (time, run or simulate something, search the planner's
+candidates, build or step the serving engine): a widget reaches them only through the
+library's experiment functions (``serving.prefill_stall_study``, ``serving.plan_report``...)."""
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def widget_violations(root: Path) -> list[str]:
+    """Where a module of ``helpers/widgets/`` breaks the drawing convention, one line each."""
+    found = []
+    for path in sorted((root / WIDGETS).glob("*.py")):
+        if path.name in WIDGET_HELPERS:
+            continue
+        where = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), where)
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        controls = {n.name: n for n in tree.body
+                    if isinstance(n, ast.ClassDef) and n.name.endswith("Controls")}
+        shows = [name for name in functions if name.startswith("show_")]
+        if not shows:
+            found.append(f"{where}: no show_x callback")
+        if not controls:
+            found.append(f"{where}: no *Controls dataclass declaring the knobs")
+        for name, cls in controls.items():
+            for field in cls.body:
+                if isinstance(field, ast.AnnAssign) and field.value is None:
+                    found.append(f"{where}:{field.lineno}: {name}.{ast.unparse(field.target)} "
+                                 "has no default")  # fmt: skip
+        for name in shows:
+            show = functions[name]
+            built = [n for n in ast.walk(show) if isinstance(n, ast.Call)
+                     and _called(n) in controls
+                     and any(k.arg is None for k in n.keywords)]  # fmt: skip
+            if show.args.kwarg is None or show.args.kwarg.arg != "controls" or not built:
+                found.append(f"{where}:{show.lineno}: {name} must take **controls and build "
+                             "the module's *Controls from them")  # fmt: skip
+            draw = functions.get("draw_" + name.removeprefix("show_"))
+            params = [] if draw is None else [a.arg for a in draw.args.args]
+            if len(params) != 2 or params[0] not in ("ax", "axes"):
+                found.append(f"{where}:{show.lineno}: {name} has no draw_"
+                             f"{name.removeprefix('show_')}(ax, view) beside it")  # fmt: skip
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and EXPERIMENT.fullmatch(_called(node)):
+                found.append(f"{where}:{node.lineno}: calls {_called(node)}, an experiment: "
+                             "call the library's experiment function instead")  # fmt: skip
+    return found
+
+
+def test_every_explorer_follows_the_drawing_convention():
+    assert widget_violations(ROOT) == []
+
+
+GOOD_WIDGET = """\
+from dataclasses import dataclass
+
+from helpers import serving
+
+
+@dataclass(frozen=True)
+class StallControls:
+    decodes: int = 32
+
+
+def stall_view(controls=StallControls()):
+    return serving.prefill_stall_study(controls.decodes)
+
+
+def draw_stall(ax, view):
+    ax.plot(view)
+
+
+def show_stall(**controls):
+    draw_stall(None, stall_view(StallControls(**controls)))
+"""
+
+
+def _widget(tmp_path: Path, source: str) -> list[str]:
+    (tmp_path / WIDGETS).mkdir(parents=True)
+    (tmp_path / WIDGETS / "stall.py").write_text(source)
+    return widget_violations(tmp_path)
+
+
+def test_a_widget_that_keeps_the_convention_passes(tmp_path):
+    assert _widget(tmp_path, GOOD_WIDGET) == []
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (("serving.prefill_stall_study(controls.decodes)", "serving.simulate(controls.decodes)"),
+     "helpers/widgets/stall.py:12: calls simulate, an experiment"),
+    (("def show_stall(**controls):", "def show_stall(decodes=32):"),
+     "show_stall must take **controls"),
+    (("StallControls(**controls)", "StallControls(decodes=controls['decodes'])"),
+     "show_stall must take **controls and build the module's *Controls"),
+    (("decodes: int = 32", "decodes: int"), "StallControls.decodes has no default"),
+    (("def draw_stall(ax, view):", "def draw(ax, view):"), "no draw_stall(ax, view)"),
+    (("class StallControls:", "class StallKnobs:"), "no *Controls dataclass"),
+])  # fmt: skip
+def test_a_widget_that_breaks_the_convention_is_named(tmp_path, change, problem):
+    found = _widget(tmp_path, GOOD_WIDGET.replace(*change))
+    assert any(problem in line for line in found), found
