@@ -18,7 +18,7 @@ from helpers.models import ModelConfig
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
            "attended_keys", "op_names", "attention_flops", "attention_flops_per_key",
-           "attention_balance_keys", "attention_crossover"]
+           "decode_flops_split", "attention_balance_keys", "attention_crossover"]
 
 OPS = ("q", "k", "v", "o", "attn_scores", "attn_values", "gate", "up", "down", "lm_head")
 """The ops of a dense decoder's forward pass, in ``forward_flops``' order."""
@@ -222,14 +222,22 @@ def attention_flops_per_key(cfg: ModelConfig, mla: str = "absorbed") -> int:
     return attention_flops(forward_flops(cfg, 1, mla=mla).by_op)
 
 
+def decode_flops_split(cfg: ModelConfig, keys: int) -> tuple[int, int]:
+    """(attention FLOPs, all other FLOPs) of the decode step whose token attends to ``keys``
+    keys (itself and ``keys - 1`` cached), as a server runs it: the LM head for its one
+    token. The rest, every layer's weight matmuls and the LM head, does not grow with the
+    keys (chapter 1; its explorer draws the two)."""
+    step = forward_flops(cfg, 1, context=keys - 1, logits="last")
+    attention = attention_flops(step.by_op)
+    return attention, step.total - attention
+
+
 def attention_balance_keys(cfg: ModelConfig) -> Fraction:
     """The keys (exactly, a fraction) at which a decode step's attention FLOPs equal
-    everything else it runs as a server runs it: every layer's weight matmuls and the LM
-    head for its one token, which do not grow with the context (chapter 1; its explorer
-    draws this line). A sliding window is not applied: ``attention_crossover`` does."""
-    first = forward_flops(cfg, 1, logits="last")  # the first token: it attends to itself only
-    per_key = attention_flops(first.by_op)
-    return Fraction(first.total - per_key, per_key)
+    everything else it runs (``decode_flops_split``; chapter 1, whose explorer draws this
+    line). A sliding window is not applied: ``attention_crossover`` does."""
+    per_key, rest = decode_flops_split(cfg, 1)  # the first token attends to itself only
+    return Fraction(rest, per_key)
 
 
 def attention_crossover(cfg: ModelConfig) -> int | None:

@@ -50,6 +50,7 @@ __all__ = [
     "bound_time",
     "RooflineTime",
     "roofline_time",
+    "prefill_matmul_times",
     "matmul_time",
     "decode_split",
     "decode_aggregate",
@@ -219,6 +220,26 @@ def decode_aggregate(
     step_flops = forward_flops(cfg, 1, context=context, batch=batch, logits="last")
     step_bytes = forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype, logits="last")
     return roofline_time(step_flops.total, sum(step_bytes.values()), hw, dtype)
+
+
+def prefill_matmul_times(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, batch: int = 1, dtype: str = "bf16"
+) -> dict[str, RooflineTime]:
+    """Prefill's weight matmuls on the roofline one shape at a time (chapter 3's explorer):
+    the whole pass's average hides them. Each layer's matrices multiply all
+    ``batch · prompt_tokens`` rows; the LM head one row per prompt (logits for the last
+    token). Matrices with the same shape up to transposition have the same intensity and
+    share an entry, keyed by their names joined with "/" ("q/o", "k/v", "gate/up/down",
+    "lm_head"): the FLOPs, bytes and time of all of them over all layers."""
+    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, logits="last").by_op
+    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
+    groups: dict[tuple, list[str]] = {}
+    for name, (k, n) in cfg.linear_shapes().items():
+        groups.setdefault(("lm_head",) if name == "lm_head" else tuple(sorted((k, n))),
+                          []).append(name)  # fmt: skip
+    return {"/".join(names): roofline_time(sum(op_flops[name] for name in names),
+                                           sum(op_bytes[name] for name in names), hw, dtype)
+            for names in groups.values()}  # fmt: skip
 
 
 def first_batch(holds, max_batch: int) -> int | None:

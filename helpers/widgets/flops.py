@@ -2,11 +2,11 @@
 as the context grows.
 
 A token generated at position ``context`` runs every weight matmul once (the same FLOPs at
-any context) and attends to ``context`` keys (itself included), each key costing
-``flops.attention_flops_per_key``. ``AttentionControls`` holds the sliders' knobs and defaults;
-``attention_share`` returns the curve and the chosen point as data; ``draw_attention_share``
-draws it on a matplotlib Axes; ``show_attention_share`` is the callback the notebook's
-sliders call.
+any context) and attends to ``context`` keys (itself included): ``flops.decode_flops_split``
+counts the two, ``flops.attention_balance_keys`` where they are equal.
+``AttentionControls`` holds the sliders' knobs and defaults; ``attention_share`` returns the
+curve and the chosen point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
+``show_attention_share`` is the callback the notebook's sliders call.
 """
 
 from __future__ import annotations
@@ -38,15 +38,6 @@ class AttentionControls:
 
     preset: str = "Qwen2.5-7B"
     context: int = 4096
-
-
-def _decode_step(cfg: models.ModelConfig, context: int) -> tuple[int, int]:
-    """(attention FLOPs, all other FLOPs) of the decode step that writes token ``context``:
-    it attends to ``context`` keys, ``context - 1`` of them already in the KV cache, and the
-    LM head runs for this one token."""
-    step = flops.forward_flops(cfg, 1, context=context - 1, logits="last")
-    attention = flops.attention_flops(step.by_op)
-    return attention, step.total - attention
 
 
 @dataclass(frozen=True)
@@ -105,8 +96,8 @@ def attention_share(
     for value in contexts:
         positive_int(value, "each of contexts")
     curve = tuple(sorted(set(contexts) | {context}))
-    steps = [_decode_step(cfg, c) for c in curve]
-    attention, matmuls = _decode_step(cfg, context)
+    steps = [flops.decode_flops_split(cfg, c) for c in curve]
+    attention, matmuls = flops.decode_flops_split(cfg, context)
     two_n = 2 * flops.param_count(cfg)
     return AttentionShare(
         preset=preset,

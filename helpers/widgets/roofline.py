@@ -15,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers import hardware, models
-from helpers.flops import forward_flops
 from helpers.latency import prefill_time
-from helpers.memory import forward_bytes
 from helpers.plots import plot_roofline
-from helpers.roofline import RooflineTime, decode_aggregate, decode_split, roofline_time
+from helpers.roofline import (
+    RooflineTime,
+    decode_aggregate,
+    decode_split,
+    prefill_matmul_times,
+)
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["RooflineControls", "PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points",
@@ -87,7 +90,8 @@ def roofline_points(controls: RooflineControls = RooflineControls()) -> dict[str
 def prefill_gemm_points(
     controls: RooflineControls = RooflineControls(),
 ) -> dict[str, PhasePoint]:
-    """Prefill's weight matmuls as separate points: the whole-pass average hides them.
+    """Prefill's weight matmuls as separate points (``roofline.prefill_matmul_times``): the
+    whole-pass average hides them.
 
     Each layer's matrices multiply all ``batch · prompt_tokens`` rows; the LM head only one
     row per prompt (logits for the last token), so it sits near ``batch`` FLOP/B, on the
@@ -98,20 +102,8 @@ def prefill_gemm_points(
     prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype
     cfg, hw = models.get(controls.model), hardware.get(controls.chip)
     hw.peak(dtype)
-    # Prefill's counts per op over all layers, the LM head on the last token of each prompt.
-    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, logits="last").by_op
-    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
-    groups: dict[tuple, list[str]] = {}
-    for name, (k, n) in cfg.linear_shapes().items():
-        groups.setdefault(("lm_head",) if name == "lm_head" else tuple(sorted((k, n))),
-                          []).append(name)  # fmt: skip
-    points = {}
-    for names in groups.values():
-        label = f"prefill {'/'.join(names)}"
-        time = roofline_time(sum(op_flops[name] for name in names),
-                             sum(op_bytes[name] for name in names), hw, dtype)  # fmt: skip
-        points[label] = _point(label, time)
-    return points
+    times = prefill_matmul_times(cfg, hw, prompt_tokens, batch, dtype)
+    return {f"prefill {names}": _point(f"prefill {names}", time) for names, time in times.items()}
 
 
 def table(points: dict[str, PhasePoint]) -> str:
