@@ -113,7 +113,7 @@ class PlannerView:
             "meet the SLOs)",
             f"  SLO attainment {r['attainment']:.1%} (standard error "
             f"{r['attainment_se']:.1%}); goodput {self.goodput:g} requests/s, "
-            f"{self.goodput / s.all_chips:g} per chip ({s.all_chips} chips)",
+            f"{self.plan.per_chip:g} per chip ({s.all_chips} chips)",
             f"  TTFT p90 {r['ttft_p90'] * 1e3:8.1f} ms",
             f"  TPOT p90 {r['tpot_p90'] * 1e3:8.2f} ms",
             f"  throughput {r['throughput']:,.0f} output tokens/s, peak batch {r['peak_batch']}",
