@@ -56,6 +56,7 @@ __all__ = [
     "full_size_time",
     "check_sweep",
     "sweep_summary",
+    "steps_at_context",
     "batch_at_context",
     "measured_knee",
     "quantized_knee",
@@ -485,6 +486,23 @@ def sweep_summary(step_seconds: Mapping[int, float], tpot_slo: float) -> dict:
     return {"tpot": tpot, "throughput": throughput, "best_batch": best}
 
 
+def steps_at_context(
+    step_seconds: Mapping[int, float], context: int, serve_context: int,
+    kv_bytes_per_token: float, bandwidth: float,
+) -> dict[int, float]:  # fmt: skip
+    """Each measured batch's decode step at ``serve_context`` tokens a sequence, from a sweep
+    measured at ``context`` (chapter 7; ``batch_at_context`` chooses among them): every
+    sequence reads its own (serve_context − context) · ``kv_bytes_per_token`` more bytes at
+    ``bandwidth``; the weights' read and the linear layers' FLOPs stay."""
+    batches = check_sweep(step_seconds)
+    for value, name in ((kv_bytes_per_token, "kv_bytes_per_token"), (bandwidth, "bandwidth")):
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    positive_int(serve_context, "serve_context")
+    extra = (serve_context - context) * kv_bytes_per_token / bandwidth  # seconds a sequence
+    return {b: step_seconds[b] + b * extra for b in batches}
+
+
 def batch_at_context(
     step_seconds: Mapping[int, float], context: int, serve_context: int,
     kv_bytes_per_token: float, bandwidth: float, kv_room: float, tpot_slo: float,
@@ -499,15 +517,11 @@ def batch_at_context(
     B · serve_context · ``kv_bytes_per_token``, fit in ``kv_room`` bytes and its TPOT (the
     step) is at most ``tpot_slo``; of those, the one of most aggregate tokens/s (B / step),
     the smaller on a tie; None if none."""
-    batches = check_sweep(step_seconds)
-    for value, name in ((kv_bytes_per_token, "kv_bytes_per_token"), (bandwidth, "bandwidth"),
-                        (tpot_slo, "tpot_slo")):  # fmt: skip
-        if not value > 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
-    positive_int(serve_context, "serve_context")
-    extra = (serve_context - context) * kv_bytes_per_token / bandwidth  # seconds a sequence
-    at_serve = {b: step_seconds[b] + b * extra for b in batches}
-    served = [b for b in batches
+    if not tpot_slo > 0:
+        raise ValueError(f"tpot_slo must be positive, got {tpot_slo!r}")
+    at_serve = steps_at_context(step_seconds, context, serve_context, kv_bytes_per_token,
+                                bandwidth)  # fmt: skip
+    served = [b for b in sorted(at_serve)
               if b * serve_context * kv_bytes_per_token <= kv_room and at_serve[b] <= tpot_slo]
     if not served:
         return None

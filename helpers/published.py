@@ -442,8 +442,9 @@ def _span(values: list[float]) -> str:
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
 
 
-def _copy_share() -> float:  # the best share of the bandwidth a stream kernel reached
-    return max(c.share for c in table("bandwidth"))
+def _copy_share() -> float:  # the share of the bandwidth BabelStream's Copy kernel reached
+    (copy,) = [c for c in table("bandwidth") if c.row.label.startswith("BabelStream Copy")]
+    return copy.share
 
 
 def _gemm_reason(cs: list[Comparison]) -> str:
@@ -548,18 +549,27 @@ def _tp_reason(cs: list[Comparison]) -> str:
     for name in dict.fromkeys(c.row.model for c in cs):
         series = [c for c in cs if c.row.model == name]
         base = series[0]
-        reduces = 2 * model(name).layers
+        cfg = model(name)
+        reduces = 2 * cfg.layers
+        # gpt-fast's apply_tp splits only the layers: every GPU reads the whole LM head, whose
+        # time dividing by T would not shorten. One GPU's read of it, at one chip's bandwidth:
+        head = linear_bytes(1, *cfg.linear_shapes()["lm_head"], "bf16") / (
+            base.chip.bandwidth / base.row.chips)
         points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
         extra = []
         for c in series[1:]:  # the time beyond the smallest T's own time divided by T
             added = c.measured_seconds - base.measured_seconds * base.row.chips / c.row.chips
-            each = f" ({added / reduces * 1e6:.0f} us an all-reduce)" if added > 0 else ""
+            whole_head = head * (1 - base.row.chips / c.row.chips)  # the head not divided
+            rest = added - whole_head
+            each = (f" ({whole_head * 1e3:.2f} ms the whole LM head, {rest / reduces * 1e6:.0f}"
+                    f" us an all-reduce)" if added > 0 else "")
             extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
         out.append(f"{name}: {points}. Against its own T={base.row.chips} time divided by "
                    f"T, a token takes " + ", ".join(extra))
     return (
         "The bound splits the bytes over T chips' bandwidth and charges nothing for the "
-        "all-reduces, two a layer for each token. " + "; ".join(out) + ". "
+        "all-reduces, two a layer for each token, and splits the LM head too, which "
+        "gpt-fast leaves whole on every GPU. " + "; ".join(out) + ". "
         "What T does not divide is what tensor parallelism adds: all-reduces whose latency "
         "no chip count shortens, and slices of every matrix that get thinner and stream "
         "less well. Chapter 10's TPOT(T) adds the all-reduce term; these are its size on a "

@@ -176,7 +176,7 @@ def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
     """The point whose achieved FLOP/s stands for the compute roof this layer reached: the
     largest m timed at the shape of the smallest-m point, if that point is compute-bound;
     otherwise the largest m of all (a scaled point). A scaled point is a smaller GEMM, which
-    usually runs further below the ceiling than the real shape: where a sweep scales only its
+    runs at its own share of the ceiling, not the real shape's: where a sweep scales only its
     largest m, the real shape's own compute-bound point reads its knee. None with fewer than
     two points."""
     if len(rows) < 2:

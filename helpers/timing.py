@@ -164,9 +164,24 @@ def compare(a: Timing, b: Timing) -> str:
 
 
 def faster(samples_a: Sequence[float], samples_b: Sequence[float]) -> str:
-    """``compare`` on two lists of per-call seconds (chapter 4's exercise)."""
+    """``compare`` on two lists of per-call seconds."""
     return compare(Timing.from_samples(samples_a, device="", threads=0),
                    Timing.from_samples(samples_b, device="", threads=0))  # fmt: skip
+
+
+def samples_needed(samples_a: Sequence[float], samples_b: Sequence[float]) -> int | None:
+    """The fewest samples a side (the same ``r`` for both, at least ``MIN_SAMPLES``) with
+    which a run whose medians and IQRs came out as the pilot's ``samples_a`` and
+    ``samples_b`` would show a difference by ``compare``'s rule; None where the medians are
+    equal, as no number of samples separates them (chapter 4's exercise).
+
+    The notches are apart when the gap exceeds ``NOTCH`` · (IQR_a + IQR_b) / √r, so when r
+    exceeds the square of ``NOTCH`` · (IQR_a + IQR_b) / gap, strictly."""
+    (a, a_iqr), (b, b_iqr) = median_and_iqr(samples_a), median_and_iqr(samples_b)
+    gap = abs(a - b)
+    if gap == 0:
+        return None
+    return max(MIN_SAMPLES, math.floor((NOTCH * (a_iqr + b_iqr) / gap) ** 2) + 1)
 
 
 def achieved_flops(flops: float, seconds: float) -> float:

@@ -45,6 +45,18 @@ def test_batch_at_context_adds_the_kv_read_once_a_sequence():
         latency.batch_at_context(SWEEP, 512, 4096, 131072, 0.0, 40e9, 0.050)
 
 
+def test_steps_at_context_adds_each_sequence_its_own_read():
+    # 3,584 more tokens of 128 KiB at 1 TB/s: 0.4698 ms a sequence, B times over
+    extra = 3584 * 131072 / 1e12
+    steps = latency.steps_at_context(SWEEP, 512, 4096, 131072, 1e12)
+    assert steps == pytest.approx({b: s + b * extra for b, s in SWEEP.items()}, rel=1e-12)
+    assert steps[64] == pytest.approx(0.045 + 64 * extra)  # 75 ms: over a 50 ms target
+    # a shorter context than the sweep's reads less
+    assert latency.steps_at_context(SWEEP, 512, 256, 131072, 1e12)[1] < SWEEP[1]
+    with pytest.raises(ValueError, match="kv_bytes_per_token"):
+        latency.steps_at_context(SWEEP, 512, 4096, 0, 1e12)
+
+
 def test_chunked_prefill_by_hand():
     # chunks of 4 (6 minus 2 decodes): 4, 4, 2 tokens after 0, 4, 8 cached; the decodes
     # hold 5, 6, 7 tokens: keys 12 + 10, 14 + 26, 16 + 19

@@ -62,6 +62,25 @@ def test_compare_needs_the_notches_apart():
                          [4.0, 2.0, 5.0, 2.0, 6.0, 10.0, 3.0, 7.0]) == "neither"
 
 
+
+def test_samples_needed_is_the_fewest_that_compare_separates():
+    worked = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    slower = [t + 1.0 for t in worked]  # medians 3.5 and 4.5, IQRs 3.5: (1.57 · 7)² = 120.8
+    assert timing.samples_needed(worked, slower) == 121
+    tight = [0.50, 0.52, 0.49, 0.51, 0.50, 0.53, 0.48, 0.50]
+    assert timing.samples_needed(tight, [t * 1.2 for t in tight]) == 4  # at least MIN_SAMPLES
+    assert timing.samples_needed([1.0, 2.0, 3.0, 4.0], [2.5, 2.5, 2.5, 2.5]) is None
+
+    def at(samples, n):
+        median, iqr = timing.median_and_iqr(samples)
+        return timing.Timing(median, iqr, median, median, n, 1, "cpu", 1)
+
+    for a, b in [(worked, slower), ([2.0, 1.1, 2.3, 2.6, 2.3], [2.2, 1.9, 2.9, 1.8, 2.6, 3.0])]:
+        r = timing.samples_needed(a, b)
+        assert timing.compare(at(a, r), at(b, r)) != "neither"
+        assert timing.compare(at(a, r - 1), at(b, r - 1)) == "neither"
+
+
 def test_achieved_rates():
     assert timing.achieved_flops(2e9, 0.5) == 4e9
     assert timing.achieved_bandwidth(3e9, 1.5) == 2e9

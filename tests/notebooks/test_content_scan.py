@@ -1,4 +1,4 @@
-"""A content scan of chapters 2 and 4-10: their prose teaches the subject, and nothing else.
+"""A content scan of every chapter: its prose teaches the subject, and nothing else.
 
 The rules (CONTRIBUTING.md's "Prose"), made precise. What is scanned: the markdown cells of
 each chapter's source (``solutions/``) and of its release (``notebooks/``), model answers
@@ -21,6 +21,9 @@ a reader must understand). What fails, each failure naming the chapter and the c
 * **too many words**: more than ``WORD_LIMIT`` words of markdown in the source, model
   answers (between ``### BEGIN SOLUTION`` and ``### END SOLUTION``) excluded; a word is
   what ``str.split`` returns, the count the chapters' commits have reported.
+* **an exercise that does not say what its answer may call**: the grader refuses every library
+  call the model solution does not make, so the brief (the markdown cell before the answer
+  cell) names the calls allowed, or says none or torch only (``ALLOWED_CALLS``).
 * **a claim its outputs contradict** (the source's stored outputs): a superlative over a
   near-tie, a "fits" or "does not fit" against the table beside it (the last section).
 """
@@ -34,8 +37,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = ("02_bytes", "04_timing", "05_matmuls", "06_ttft_tpot", "07_batching", "08_serving",
-            "09_capstone", "10_parallel")
+CHAPTERS = ("01_flops", "02_bytes", "03_roofline", "04_timing", "05_matmuls", "06_ttft_tpot",
+            "07_batching", "08_serving", "09_capstone", "10_parallel")
 KINDS = ("solutions", "notebooks")
 WORD_LIMIT = 3500
 
@@ -47,6 +50,13 @@ TEST_TALK = re.compile(
     r"\b(?:hidden|visible)\s+(?:tests?|checks?|judge)\b"
     r"|\bthe\s+(?:book's\s+|chapter's\s+|exercise's\s+)?tests\b"
     r"|\btest\s+cells?\b|\b(?:auto)?grad(?:er|ers|ing)\b|\bautograd\w*|\bthe\s+judge\b",
+    re.I,
+)
+# How a brief says what its answer may call ("The answer may call only ...", "Use torch only",
+# "Library calls allowed: ...", "no `memory` function is available to your answer").
+ALLOWED_CALLS = re.compile(
+    r"may\s+(?:call|use)|library\s+calls\s+allowed|use\s+only|only\s+library|needs\s+no\s+library"
+    r"|no\s+(?:other\s+)?(?:library|`\w+`)\s+(?:function|call)|torch\s+only|plain\s+Python",
     re.I,
 )
 MODEL_ANSWER = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
@@ -147,6 +157,21 @@ def terms_before_definition(nb: dict, chapter: str, terms: dict = TERMS) -> list
     return problems
 
 
+def briefs_without_allowed_calls(nb: dict, chapter: str) -> list[str]:
+    """Each coded exercise whose brief does not say what its answer may call."""
+    cells, found = nb["cells"], []
+    for index, cell in enumerate(cells):
+        meta = cell["metadata"].get("nbgrader", {})
+        if cell["cell_type"] != "code" or not meta.get("solution") or meta.get("grade"):
+            continue
+        brief = next(_text(c["source"]) for c in reversed(cells[:index])
+                     if c["cell_type"] == "markdown")
+        if not ALLOWED_CALLS.search(brief):
+            found.append(f"{chapter} cell {index} ({meta.get('grade_id')}): the brief names no "
+                         "allowed calls")
+    return found
+
+
 def prose_words(nb: dict) -> int:
     return sum(len(MODEL_ANSWER.sub("", t).split()) for _, t in prose(nb))
 
@@ -170,6 +195,12 @@ def test_prose_does_not_talk_of_the_tests(chapter, kind):
 def test_each_term_is_defined_at_first_use(chapter, kind):
     found = terms_before_definition(notebook(chapter, kind), f"{kind}/{chapter}")
     assert not found, "terms used before their definition:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_exercise_says_what_its_answer_may_call(chapter):
+    found = briefs_without_allowed_calls(notebook(chapter, "solutions"), chapter)
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -260,6 +291,16 @@ def test_the_scan_passes_a_term_defined_at_first_use():
              "exponential gaps).", "Later, Poisson arrivals again.",
              "A step of one row is a\nmatrix–vector product (**GEMV**); the GEMV streams.")
     assert terms_before_definition(ok, "99_x") == []
+
+
+def test_the_scan_finds_a_brief_without_allowed_calls():
+    answer = {"cell_type": "code", "source": "def f():\n    pass\n",
+              "metadata": {"nbgrader": {"solution": True, "grade": False, "grade_id": "ch00_f"}}}
+    silent = {"cell_type": "markdown", "source": "### Exercise\nWrite `f`.", "metadata": {}}
+    named = {"cell_type": "markdown", "metadata": {},
+             "source": "### Exercise\nWrite `f`. The answer may call only `flops.x`."}
+    assert briefs_without_allowed_calls({"cells": [silent, answer]}, "ch")
+    assert not briefs_without_allowed_calls({"cells": [named, answer]}, "ch")
 
 
 def test_the_word_count_leaves_out_model_answers():

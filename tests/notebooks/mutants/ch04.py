@@ -7,288 +7,77 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "04_timing"
 
 MUTANTS = {
-    "ch04_faster": {
-        "the middle halves (Q25 to Q75) must not overlap: no √r": '''
-import numpy as np
+    "ch04_samples_needed": {
+        "the notch's √r forgotten: r grows with the ratio, not its square": """
+import math
 
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-    a25, a50, a75 = np.percentile(samples_a, [25, 50, 75])
-    b25, b50, b75 = np.percentile(samples_b, [25, 50, 75])
-    if a75 < b25:
-        return "a"
-    if b75 < a25:
-        return "b"
-    return "neither"
-''',
-        "the gap against the sum of the two IQRs": '''
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
+def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    if abs(a - b) <= a_iqr + b_iqr:
-        return "neither"
-    return "a" if a < b else "b"
-''',
-        "notch of IQR / √r, without the 1.57": '''
+    if a == b:
+        return None
+    return max(4, math.floor(1.57 * (a_iqr + b_iqr) / abs(a - b)) + 1)
+""",
+        "no minimum of 4 samples": """
 import math
 
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
+def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a_half, b_half = a_iqr / math.sqrt(len(samples_a)), b_iqr / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "a"
-    if b + b_half < a - a_half:
-        return "b"
-    return "neither"
-''',
-        "a normal 95% interval, 1.96 in place of 1.57": '''
+    if a == b:
+        return None
+    return math.floor((1.57 * (a_iqr + b_iqr) / abs(a - b)) ** 2) + 1
+""",
+        "the means' gap, not the medians'": """
 import math
 
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
+def samples_needed(samples_a, samples_b):
+    a_iqr, b_iqr = timing.median_and_iqr(samples_a)[1], timing.median_and_iqr(samples_b)[1]
+    gap = abs(sum(samples_a) / len(samples_a) - sum(samples_b) / len(samples_b))
+    if gap == 0:
+        return None
+    return max(4, math.floor((1.57 * (a_iqr + b_iqr) / gap) ** 2) + 1)
+""",
+        "each median outside the other's notch (the wider notch alone), not notches apart": """
+import math
+
+def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a_half = 1.96 * a_iqr / math.sqrt(len(samples_a))
-    b_half = 1.96 * b_iqr / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "a"
-    if b + b_half < a - a_half:
-        return "b"
-    return "neither"
-''',
-        "one median outside the other's notch is enough": '''
+    if a == b:
+        return None
+    return max(4, math.floor((1.57 * max(a_iqr, b_iqr) / abs(a - b)) ** 2) + 1)
+""",
+        "the spreads added in quadrature, as for a difference of means": """
 import math
 
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
+def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
-    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
-    if a < b and (b > a + a_half or a < b - b_half):
-        return "a"
-    if b < a and (a > b + b_half or b < a - a_half):
-        return "b"
-    return "neither"
-''',
-        "returns the slower one": '''
+    if a == b:
+        return None
+    return max(4, math.floor((1.57 * math.hypot(a_iqr, b_iqr) / abs(a - b)) ** 2) + 1)
+""",
+        "max - min as the spread": """
 import math
 
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
-    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "b"
-    if b + b_half < a - a_half:
-        return "a"
-    return "neither"
-''',
-        "means in place of medians": '''
-import math
-import statistics
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-    (_, a_iqr), (_, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a, b = statistics.mean(samples_a), statistics.mean(samples_b)
-    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
-    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "a"
-    if b + b_half < a - a_half:
-        return "b"
-    return "neither"
-''',
-        "no guard for fewer than 4 samples": '''
-import math
-
-def faster(samples_a, samples_b):
-    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    a_half = 1.57 * a_iqr / math.sqrt(len(samples_a))
-    b_half = 1.57 * b_iqr / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "a"
-    if b + b_half < a - a_half:
-        return "b"
-    return "neither"
-''',
-        "the spread as max - min": '''
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
+def samples_needed(samples_a, samples_b):
     a, b = timing.median_and_iqr(samples_a)[0], timing.median_and_iqr(samples_b)[0]
-    a_half = 1.57 * (max(samples_a) - min(samples_a)) / math.sqrt(len(samples_a))
-    b_half = 1.57 * (max(samples_b) - min(samples_b)) / math.sqrt(len(samples_b))
-    if a + a_half < b - b_half:
-        return "a"
-    if b + b_half < a - a_half:
-        return "b"
-    return "neither"
-''',
-        "quartiles by hand, unsorted": '''
+    if a == b:
+        return None
+    spread = max(samples_a) - min(samples_a) + max(samples_b) - min(samples_b)
+    return max(4, math.floor((1.57 * spread / abs(a - b)) ** 2) + 1)
+""",
+        "a sample count for equal medians too": """
 import math
 
-def faster(samples_a, samples_b):
-    def quantile(xs, q):
-        h = (len(xs) - 1) * q
-        lo = int(h)
-        hi = min(lo + 1, len(xs) - 1)
-        return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
-
-    def notch(xs):
-        median, iqr = quantile(xs, 0.5), quantile(xs, 0.75) - quantile(xs, 0.25)
-        half = 1.57 * iqr / math.sqrt(len(xs))
-        return median - half, median + half
-
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "hard-codes the visible answers": '''
-def faster(samples_a, samples_b):
-    return "a" if len(samples_a) == 8 and samples_a[0] == 0.5 else "neither"
-''',
-        "statistics.quantiles, its default (exclusive) convention": '''
-import statistics
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = statistics.quantiles(samples, n=4)[1]
-        q25, q75 = statistics.quantiles(samples, n=4)[0], statistics.quantiles(samples, n=4)[2]
-        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "torch.median (the lower middle value) with torch.quantile's IQR": '''
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = torch.median(torch.tensor(samples, dtype=torch.float64)).item()
-        values = torch.tensor(samples, dtype=torch.float64)
-        q25, q75 = torch.quantile(values, torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
-        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "numpy percentiles, method='nearest'": '''
-import numpy as np
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = float(np.percentile(samples, 50, method='nearest'))
-        q25, q75 = np.percentile(samples, [25, 75], method='nearest')
-        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "numpy percentiles, method='lower'": '''
-import numpy as np
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = float(np.percentile(samples, 50, method='lower'))
-        q25, q75 = np.percentile(samples, [25, 75], method='lower')
-        half = 1.57 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "notch constant 1.5": '''
-import numpy as np
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = timing.median_and_iqr(samples)[0]
-        q25, q75 = np.percentile(samples, [25, 75])
-        half = 1.5 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
-        "notch constant 1.7": '''
-import numpy as np
-import math
-
-def faster(samples_a, samples_b):
-    if min(len(samples_a), len(samples_b)) < 4:
-        return "neither"
-
-    def notch(samples):
-        median = timing.median_and_iqr(samples)[0]
-        q25, q75 = np.percentile(samples, [25, 75])
-        half = 1.7 * (q75 - q25) / math.sqrt(len(samples))
-        return median - half, median + half
-
-    (a_low, a_high), (b_low, b_high) = notch(samples_a), notch(samples_b)
-    if a_high < b_low:
-        return "a"
-    if b_high < a_low:
-        return "b"
-    return "neither"
-''',
+def samples_needed(samples_a, samples_b):
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    gap = max(abs(a - b), 1e-12)
+    return max(4, math.floor((1.57 * (a_iqr + b_iqr) / gap) ** 2) + 1)
+""",
+        "the visible answers hard-coded": """
+def samples_needed(samples_a, samples_b):
+    if len(samples_a) == 8:
+        return 4 if max(samples_b) < 1 else 121
+    return None
+""",
     },
     "ch04_time_blocks": {
         "no warm-up": """
