@@ -86,18 +86,18 @@ book: env
 	$(PY) -m grading book
 
 bench: env
-	$(PY) -m helpers.bench $(BENCH_ARGS)
+	$(PY) -m helpers.programs.bench $(BENCH_ARGS)
 
 # The GPU edition of chapters 4-7 (helpers/data/gpu/<device>/), with the machine's own CUDA
 # torch: no venv, nothing from a registry. WHEELS=.whl supplies the Jupyter stack where it is
 # missing (`make gpu-wheels` downloads it on a machine that reaches PyPI).
 WHEELS ?=
 gpu-reference:
-	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m helpers.gpu_reference --device cuda \
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m helpers.programs.gpu_reference --device cuda \
 	  $(if $(WHEELS),--wheels $(WHEELS)) $(GPU_REFERENCE_ARGS)
 
 gpu-wheels:
-	PYTHONPATH=. $(PYTHON) -m helpers.gpu_reference --download-wheels $(or $(WHEELS),.whl)
+	PYTHONPATH=. $(PYTHON) -m helpers.programs.gpu_reference --download-wheels $(or $(WHEELS),.whl)
 
 grade: env system-packages
 	$(PY) -m grading grade $(GRADE_ARGS)

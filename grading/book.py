@@ -5,7 +5,8 @@ answers and outputs, no kernel), through nbconvert's HTML exporter (its ``lab`` 
 into ``build/book/``: one page per chapter plus ``index.html``, a table of contents.
 ``solutions/`` is the one copy with outputs; the release has none.
 
-Widgets: ``make outputs`` stores each notebook's widget state (``helpers.stored_outputs.clean``), so
+Widgets: ``make outputs`` stores each notebook's widget state
+(``helpers.book.stored_outputs.clean``), so
 a page embeds it and Jupyter's own HTML widget manager (``@jupyter-widgets/html-manager``)
 draws every widget as the run left it: an ``interact`` explorer with its controls at their
 defaults and its figure, a ``tqdm`` bar at its final count. The controls move but nothing
@@ -35,7 +36,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from grading.release import ROOT, SOURCE, chapters
-from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW
+from helpers.book.stored_outputs import WIDGET_STATE, WIDGET_VIEW
 
 OUT = ROOT / "build" / "book"
 CACHE = ROOT / "build" / "cache"

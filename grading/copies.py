@@ -83,11 +83,11 @@ WINDOW = 4
 # share of a model solution vs any library function: 64% (ch07_schedule_step vs
 # helpers.serving.scheduler.schedule_step, 147 tokens: the instructor wrote both, the same
 # algorithm twice; next, ch02_int4_checkpoint_bytes, 57% of 66 tokens). Lowest share of
-# a pasted function with itself: 99% (helpers.notebook.pick_device). 0.85: 21 points
+# a pasted function with itself: 99% (helpers.book.notebook.pick_device). 0.85: 21 points
 # above, 14 below.
 SIMILARITY = 0.85
 # The tokens in common must be at least this many. The lowest overlap of a pasted >= 8-
-# statement function is 87 tokens (helpers.roofline.first_batch, 9 statements); a
+# statement function is 87 tokens (helpers.counting.roofline.first_batch, 9 statements); a
 # formula of a line or two (42 and 59 tokens in the exercises of earlier releases) is what
 # two honest students write alike, and is not flagged. 60: 27 below the smallest copy.
 # (It does not separate honest answers from the library: model solutions share up to 147
@@ -109,7 +109,7 @@ MAX_CHARS = 100_000
 class Source:
     """A fingerprinted piece of code: a library function or an answer."""
 
-    name: str  # helpers.memory.kv_cache_bytes, or the answer's grade_id
+    name: str  # helpers.counting.memory.kv_cache_bytes, or the answer's grade_id
     statements: int  # ast statements in it, nested ones included, docstrings not
     fingerprint: CodeFingerprint = field(repr=False, compare=False)
 
@@ -125,7 +125,7 @@ class CopyMatch:
 
     student: str
     grade_id: str
-    matched: str  # helpers.memory.kv_cache_bytes, or student:<id>
+    matched: str  # helpers.counting.memory.kv_cache_bytes, or student:<id>
     matched_answer: str | None  # the other student's grade_id; None for the library
     similarity: float  # share of the side that makes it a copy (share_of), 0..1
     tokens: int  # copydetect tokens overlapping (normalised code, one character each)

@@ -1,5 +1,5 @@
 """The stored outputs: re-execute each solutions notebook in place and strip volatile noise
-(execution counts, timing metadata, random widget ids: ``helpers.stored_outputs.clean``)
+(execution counts, timing metadata, random widget ids: ``helpers.book.stored_outputs.clean``)
 so that reruns diff cleanly and nbval compares only what matters.
 """
 
@@ -11,7 +11,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from grading.release import SOURCE, chapters
-from helpers.stored_outputs import clean
+from helpers.book.stored_outputs import clean
 
 
 def execute(path: Path, timeout: int = 120, progress: bool = False) -> nbformat.NotebookNode:

@@ -6,11 +6,10 @@ writes ``pass`` with it, and the zygote reports its clean exit.
 
 The sandbox is bubblewrap: no network, a read-only view of Python only (not ``helpers``'
 files, ``solutions/``, the course folder, the gradebook or other students), a private tmpfs
-home of bounded size, a new PID namespace that dies with the grader. ``helpers`` reaches
-the sandbox as sources in the job (:mod:`grading.stubs`): the tester's real, the answer's
-with the references stubbed, and the hidden tests only in the tester's part. Limits on CPU time,
-memory, file and output size, processes and wall-clock time are set per question by the
-runner (:mod:`grading.sandbox_runner`) before any student code runs.
+home of bounded size, a PID namespace that dies with the grader. ``helpers`` arrives as
+sources in the job (:mod:`grading.stubs`): real for the tester, references stubbed for the
+answer, the hidden tests in the tester's part only. The runner sets each question's limits
+(CPU, memory, files, output, processes, wall clock) before any student code runs.
 
 How far student code is kept from the grader is one :class:`Isolation`, chosen by the
 command that grades: bubblewrap; without it, as root, the tester and answer as users of
@@ -129,11 +128,10 @@ def bwrap_works() -> bool:
     return probe.returncode == 0
 
 
-# When grading as root, each sandbox's tester and answer processes run as two users of
-# their own, from a range no account uses. The answer then cannot signal, limit or write to
-# the zygote (root) or the tester; RLIMIT_NPROC binds (root ignores it, leaving a fork bomb
-# bounded only by the clock) and counts that answer alone, so a fork bomb in one
-# submission cannot starve another graded at the same time.
+# As root, each sandbox's tester and answer run as two users of their own, from a range no
+# account uses: the answer cannot signal, limit or write to the zygote (root) or the tester,
+# and RLIMIT_NPROC (which root ignores) binds and counts that answer alone, so a fork bomb in
+# one submission cannot starve another.
 UID_BASE = 3_000_000 + (os.getpid() % 4096) * 512  # apart from other grading processes
 _uids_lock = threading.Lock()
 _uids_free = list(range(UID_BASE + 510, UID_BASE, -2))
@@ -213,12 +211,9 @@ def run(
     questions: list[Question], limits: Limits = Limits(), *, isolation: Isolation
 ) -> list[Outcome]:
     """Run every question of one submission, isolated as ``isolation`` says; one Outcome per
-    question, in order.
-
-    Each call gets a fresh zygote, forked from a warm template not in use (started once
-    and reused, see :class:`_Template`). When the zygote dies or stops mid-question (the
-    answer killed or stopped its parent), that question is lost and a fresh zygote runs the
-    rest."""
+    question, in order. Each call gets a fresh zygote, forked from a warm template (see
+    :class:`_Template`). When the zygote dies or stops mid-question (the answer killed or
+    stopped its parent), that question is lost and a fresh zygote runs the rest."""
     if not isinstance(isolation, Isolation):
         raise TypeError(f"isolation must be one of {', '.join(map(str, Isolation))}, "
                         f"not {isolation!r}")  # fmt: skip
@@ -256,19 +251,14 @@ def run(
             first = index
         else:  # it never started a question: a fresh one would not either
             break
-    return [
-        lost.get(i) or _decide(i, nonce, zygote_nonce, records) for i, nonce in enumerate(nonces)
-    ]
+    return [lost.get(i) or _decide(i, nonce, zygote_nonce, records)
+            for i, nonce in enumerate(nonces)]  # fmt: skip
 
 
 def _run_zygote(
-    questions: list[Question],
-    nonces: list[str],
-    zygote_nonce: str,
-    first: int,
-    limits: Limits,
+    questions: list[Question], nonces: list[str], zygote_nonce: str, first: int, limits: Limits,
     isolation: Isolation,
-) -> tuple[list[dict], bool]:
+) -> tuple[list[dict], bool]:  # fmt: skip
     """One sandbox running questions ``first`` onwards: its report records, and whether it
     was stopped for making no progress."""
     uids = None
@@ -286,12 +276,11 @@ def _run_zygote(
 
 
 class _Template:
-    """A sandbox whose runner (the template) has imported the heavy modules once and forks
-    a fresh zygote for each submission it is given (:func:`sandbox_runner.serve`): the
-    start-up (bubblewrap, Python, torch) is paid once per template, not per
-    submission. The template never reads a submission; after each one it kills what is
+    """A sandbox whose runner has imported the heavy modules once and forks a fresh zygote
+    for each submission (:func:`sandbox_runner.serve`): start-up (bubblewrap, Python, torch)
+    is paid once per template. It never reads a submission; after each it kills what is
     left, removes what was written and, if anything else changed (its limits, a file it
-    keeps, a System V IPC object), ends: the grader then starts a fresh one."""
+    keeps, a System V IPC object), ends, and the grader starts a fresh one."""
 
     def __init__(self, sandboxed: bool, limits: Limits, users: bool):
         self.folder = tempfile.TemporaryDirectory(prefix="grade-")
@@ -369,10 +358,9 @@ class _Template:
 
 
 _everyone: weakref.WeakSet[_Template] = weakref.WeakSet()
-# Warm templates not in use, by (sandboxed, disk, users): a submission takes one and gives
-# it back when it is left pristine. Bubblewrap dies with the thread that started it, so a
-# template made by a grading thread lasts as long as that thread, and one made by
-# :func:`prestart` as long as the thread that called it (the batch's).
+# Warm templates not in use, by (sandboxed, disk, users): a submission takes one and gives it
+# back pristine. Bubblewrap dies with the thread that started it: a template lasts as long as
+# the thread that made it (a grading thread, or the batch's, for :func:`prestart`).
 _idle: dict[tuple[bool, int, bool], list[_Template]] = {}
 _idle_lock = threading.Lock()
 
@@ -430,16 +418,13 @@ def _checkin(template: _Template, sandboxed: bool, limits: Limits, users: bool) 
 
 
 def _job(questions, nonces, zygote_nonce, first, limits, uids) -> tuple[dict, bytes]:
-    """What the zygote reads (the job), and the private file that only the tester and
-    answer processes read their own parts of, by the offsets the job gives.
-
-    The job holds each question's setup and answer, and the library's modules as every
-    answer process of the job gets them: the real ones where no question stubs a function,
-    and the stubbed ones where every question stubs the same functions (in chapter 2, 51 of
-    54 stubbed modules), which the zygote imports once for all. The private file holds, per
-    question, the tester's part (the visible and whole test cell, the names asked for, the
-    nonce) and the answer's part (the modules whose stubs differ between questions, with
-    this question's), and once the real modules for every tester."""
+    """The zygote's job, and the private file whose parts the tester and answer processes
+    read by the job's offsets. The job: each question's setup and answer, and the library's
+    modules as every answer gets them (real where no question stubs a function, stubbed
+    where every question stubs the same ones, e.g. 51 of chapter 2's 54: imported once by
+    the zygote). The private file: per question the tester's part (the test cell, the names
+    asked for, the nonce) and the answer's (modules whose stubs differ between questions),
+    and once the real modules for every tester."""
     library = stubs.library()
     wanted = [stubs.stubbed(stubs.plan(q.setup, q.references, q.names, q.tools).stubbed)
               for q in questions]  # fmt: skip
@@ -543,7 +528,7 @@ def _imported(questions: list[Question]) -> list[str]:
             if isinstance(node, ast.Import):
                 found += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.append(node.module)  # and its submodules: `from helpers import memory`
+                found.append(node.module)  # and its submodules, as `from helpers.counting import x`
                 found += [f"{node.module}.{alias.name}" for alias in node.names]
     return [name for name in dict.fromkeys(found) if name not in PREIMPORT]
 
@@ -565,12 +550,10 @@ def _read_report(path: Path, limit: int) -> list[dict]:
     return records
 
 
-SIGNALS = {
-    signal.SIGXCPU: ("limit", "CPU time limit"),
-    signal.SIGXFSZ: ("limit", "output or file size limit"),
-    signal.SIGKILL: ("crash", "killed (out of memory?)"),
-    signal.SIGSEGV: ("crash", "segmentation fault"),
-}
+SIGNALS = {signal.SIGXCPU: ("limit", "CPU time limit"),
+           signal.SIGXFSZ: ("limit", "output or file size limit"),
+           signal.SIGKILL: ("crash", "killed (out of memory?)"),
+           signal.SIGSEGV: ("crash", "segmentation fault")}  # fmt: skip
 
 
 def _decide(index: int, nonce: str, zygote_nonce: str, records: list[dict]) -> Outcome:

@@ -9,7 +9,7 @@ source of every ``helpers`` module as each role of one question gets it:
 * the **answer** gets the same source with the body of each function the exercise's
   reference reaches (:func:`plan`: the reference, what it calls, what those call, and any
   library function of the exercise's own name, but not the model solution's tools) replaced
-  by a ``raise`` that says "calling helpers.memory.weight_bytes is not an answer: write it
+  by a ``raise`` that says "calling helpers.counting.memory.weight_bytes is not an answer: write it
   yourself".
 
 The sandbox runner imports ``helpers`` from these sources only (:class:`Library` in
@@ -34,7 +34,7 @@ from grading.names import dotted_name, used
 
 PACKAGE = "helpers"
 # Checkers and the notebook's setup build the tests' inputs and report: never references.
-NEVER_STUBBED = ("helpers.checks", "helpers.notebook")
+NEVER_STUBBED = ("helpers.book.checks", "helpers.book.notebook")
 NOT_AN_ANSWER = "is not an answer: write it yourself"
 # Grading threads build stubs at once; CPython 3.11's ast is not safe across threads
 # ("AST constructor recursion depth mismatch").
@@ -127,7 +127,7 @@ def _imports(setup: str) -> dict[str, tuple]:
 
 
 def _imports_in(module: str, statements: list) -> dict[str, tuple]:
-    """What ``import`` statements read in ``module`` bind: ``import helpers.memory`` binds
+    """What ``import`` statements read in ``module`` bind: ``import helpers.counting.memory`` binds
     ``helpers``, ``... as m`` the module; ``from`` imports what :func:`_member` finds."""
     bound: dict[str, tuple] = {}
     for node in statements:
@@ -322,7 +322,7 @@ def _methods_by_name(top_level: bool = False) -> dict[str, frozenset[Function]]:
 
 def _resolve_bound(bound: dict[str, tuple], dotted: str, by_name: bool) -> set[Function]:
     """The library functions a dotted name of a cell means, through the setup's imports or
-    in full (``helpers.memory.weight_bytes``); with ``by_name``, ``obj.method`` on anything
+    in full (``helpers.counting.memory.weight_bytes``); with ``by_name``, ``obj.method`` on anything
     else means every method of that name."""
     head, *rest = str(dotted).split(".")
     where = bound.get(head) or (("module", PACKAGE) if head == PACKAGE else None)

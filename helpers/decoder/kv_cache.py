@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from helpers._validate import positive_int
-from helpers.memory import kv_blocks
-from helpers.models import ModelConfig
+from helpers.counting._validate import positive_int
+from helpers.counting.memory import kv_blocks
+from helpers.counting.models import ModelConfig
 
 __all__ = ["KVCache", "PagedKVCache"]
 

@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.counting.models import ModelConfig
 from helpers.decoder.kv_cache import KVCache, PagedKVCache
 from helpers.decoder.masks import rope_positions, visible_keys
 from helpers.decoder.paged_step import PagedEntry, PagedPlan, paged_plan
 from helpers.decoder.rope import apply_rope, cos_sin, rope_frequencies
-from helpers.models import ModelConfig
 
 __all__ = ["Attention", "Decoder", "Layer", "MLP", "RMSNorm", "random_decoder"]
 

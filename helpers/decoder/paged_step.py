@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import torch
 
+from helpers.counting.memory import kv_blocks
+from helpers.counting.models import ModelConfig
 from helpers.decoder.kv_cache import PagedKVCache
-from helpers.memory import kv_blocks
-from helpers.models import ModelConfig
 
 __all__ = ["DECODE_GROUP_FILL", "PagedEntry", "PagedEntryError", "PagedPlan", "paged_plan"]
 

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from helpers.models import RopeScaling
+from helpers.counting.models import RopeScaling
 
 __all__ = ["apply_rope", "cos_sin", "rope_frequencies", "rotate"]
 

@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import torch
 
-from helpers import machine, timing
+from helpers.counting.memory import kv_blocks
 from helpers.decoder.kv_cache import PagedKVCache
 from helpers.decoder.model import Decoder
 from helpers.decoder.paged_step import PagedEntry
-from helpers.memory import kv_blocks
+from helpers.measuring import machine, timing
 
 __all__ = ["StepShape", "StepTiming", "profile_step_times"]
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from helpers._validate import positive_int
+from helpers.counting._validate import positive_int
 from helpers.serving.kv import KVMemory, kv_capacity_tokens
 from helpers.serving.metrics import Result, TokenTimes
 from helpers.serving.scheduler import POLICIES, Scheduler, check_fits, check_policy
@@ -40,17 +40,18 @@ def roofline_engine(model: str, chip: str, dtype: str = "bf16", tp: int = 1,
     datasheet ceilings (``RooflineSteps``), and paged KV memory in what the chip's memory
     leaves beside the weights (``kv_capacity_tokens``). ``tp``: the engine spans T chips
     under Megatron's split (chapter 10), its all-reduces over ``link`` (a name of
-    ``tensor_parallel.LINKS``); each chip holds its shard's weights and its share of every
+    ``sharding.LINKS``); each chip holds its shard's weights and its share of every
     token's KV, so the engine's token slots are one chip's for its shard. ``kv_dtype``: the
     cache stored narrower than ``dtype`` (fp8, int8; default ``dtype``). ValueError if the
     weights leave no room. Cached: presets and chips are fixed, and the step model is never
     changed."""
-    from helpers import hardware, models, tensor_parallel
+    from helpers.counting import hardware, models
+    from helpers.parallel import sharding
 
     cfg, hw = models.get(model), hardware.get(chip)
-    net = tensor_parallel.link(link) if tp != 1 else None
+    net = sharding.link(link) if tp != 1 else None
     steps = RooflineSteps(cfg, hw, dtype, tp=tp, link=net, kv_dtype=kv_dtype)
-    capacity = kv_capacity_tokens(tensor_parallel.shard_config(cfg, tp), hw.memory_bytes,
+    capacity = kv_capacity_tokens(sharding.shard_config(cfg, tp), hw.memory_bytes,
                                   dtype, kv_dtype)  # fmt: skip
     if capacity <= 0:
         chips = f"one {chip}'s memory" if tp == 1 else f"{tp} {chip}s' memory (T={tp})"

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from helpers.machine import cpu_seconds, others_cores
-from helpers.memory import kv_blocks
+from helpers.counting.memory import kv_blocks
+from helpers.measuring.machine import cpu_seconds, others_cores
 from helpers.serving.engine import simulate
 from helpers.serving.kv import KVMemory
 from helpers.serving.metrics import Result
@@ -77,8 +77,9 @@ def fidelity_setup(device: str | None = None):
     over the cores this process may use (``taskset -c 1`` gives it one core of its own)."""
     import torch
 
-    from helpers import machine, models, timing
+    from helpers.counting import models
     from helpers.decoder.model import random_decoder
+    from helpers.measuring import machine, timing
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     preset = models.get("Qwen2.5-0.5B")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers._validate import one_of, positive_int
-from helpers.memory import (
+from helpers.counting._validate import one_of, positive_int
+from helpers.counting.memory import (
     kv_cache_bytes,
     max_concurrent_sequences,
 )
-from helpers.models import ModelConfig
+from helpers.counting.models import ModelConfig
 from helpers.serving.trace import Request
 
 ALLOCATORS = ("paged", "reserve")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from helpers._validate import one_of
+from helpers.counting._validate import one_of
 from helpers.serving.engine import roofline_engine, simulate, simulate_disaggregated
 from helpers.serving.kv import KVMemory, kv_transfer_seconds
 from helpers.serving.metrics import Result, max_rate_under_slo
@@ -45,7 +45,7 @@ class Scenario:
     and ``steady_check`` tests that ``requests`` is long enough.
 
     Past one chip (chapter 10): each of the ``chips`` engines may span ``tp`` chips under
-    tensor parallelism, its all-reduces over ``tp_link`` (a ``tensor_parallel.LINKS`` name),
+    tensor parallelism, its all-reduces over ``tp_link`` (a ``sharding.LINKS`` name),
     so the deployment uses ``all_chips`` = chips × tp; and the KV cache may be stored in
     ``kv_dtype`` (fp8, int8; default ``dtype``). Both change the engine
     (``serving.roofline_engine``): a shorter step and more KV room for more chips, twice the
@@ -69,7 +69,8 @@ class Scenario:
     tp_link: str = "NVLink 4"
 
     def __post_init__(self) -> None:
-        from helpers import hardware, memory, models, tensor_parallel
+        from helpers.counting import hardware, memory, models
+        from helpers.parallel import sharding
 
         cfg = models.get(self.model)
         hardware.get(self.chip).peak(self.dtype)  # a chip without the dtype raises here
@@ -77,8 +78,8 @@ class Scenario:
             raise ValueError(f"chips must be an int >= 2, got {self.chips!r}")
         if type(self.tp) is not int or self.tp < 1:
             raise ValueError(f"tp must be an int >= 1 (chips per engine), got {self.tp!r}")
-        tensor_parallel.shard_config(cfg, self.tp)  # a T that does not split the heads raises
-        tensor_parallel.link(self.tp_link)
+        sharding.shard_config(cfg, self.tp)  # a T that does not split the heads raises
+        sharding.link(self.tp_link)
         # An unknown dtype raises, by name; the default spelt out (a cache in the weights'
         # dtype) is stored as None: one deployment, one cache key.
         if memory.kv_dtype_or(self.dtype, self.kv_dtype) == self.dtype:
@@ -237,7 +238,7 @@ def config_report(scenario: Scenario, config: ServingConfig) -> dict[str, float]
     attainment and its standard error, p90 TTFT and TPOT (s), output tokens/s, the busiest
     engine's peak batch, and memory per chip: the weights and the KV cache allocated on
     average over busy time (bytes)."""
-    from helpers.memory import kv_bytes_per_token, weight_bytes
+    from helpers.counting.memory import kv_bytes_per_token, weight_bytes
 
     steps, memory = scenario.engine()
     cfg = steps.shard  # what one chip of an engine holds

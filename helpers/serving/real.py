@@ -48,7 +48,7 @@ def serve_real(
     ``extra["prompts"]`` and ``extra["tokens"]`` each request's prompt and generated ids.
     ValueError for bad input, a reservation allocator or a prefix cache (the real engine
     pages, without sharing)."""
-    from helpers import timing
+    from helpers.measuring import timing
 
     check_trace(trace)
     check_fits(trace, memory)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers._validate import non_negative_int, one_of, positive_int
-from helpers.memory import kv_blocks
+from helpers.counting._validate import non_negative_int, one_of, positive_int
+from helpers.counting.memory import kv_blocks
 from helpers.serving.kv import KVMemory
 from helpers.serving.steps import Step
 from helpers.serving.trace import Request

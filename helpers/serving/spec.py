@@ -11,11 +11,11 @@ import math
 import numpy as np
 import torch
 
-from helpers._validate import non_negative_int, positive_int
-from helpers.flops import attention_flops_per_key, param_count
-from helpers.hardware import HardwareSpec
-from helpers.memory import kv_cache_bytes, weight_bytes
-from helpers.models import ModelConfig
+from helpers.counting._validate import non_negative_int, positive_int
+from helpers.counting.flops import attention_flops_per_key, param_count
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.memory import kv_cache_bytes, weight_bytes
+from helpers.counting.models import ModelConfig
 from helpers.serving.steps import RooflineSteps, Step
 
 # ------------------------------------------------------ the closed forms (chapters 8, 9)

@@ -19,8 +19,8 @@ def simulator_speed(
     ``n``-request trace (the ≤ 2 s target is checked here, not in a test, since no test
     depends on the host's speed): Qwen2.5-7B on one H100 SXM, bf16, roofline steps,
     geometric lengths with means 512 prompt / 256 output tokens, Poisson at ``rate``/s."""
-    from helpers.hardware import get as chip
-    from helpers.models import get as model
+    from helpers.counting.hardware import get as chip
+    from helpers.counting.models import get as model
 
     cfg, hw = model("Qwen2.5-7B"), chip("H100 SXM")
     trace = poisson_trace(n, rate, 512, 256, seed=seed, max_prompt=8192, max_output=4096)

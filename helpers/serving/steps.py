@@ -12,23 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.flops import (
+from helpers.counting.flops import (
     attended_keys,
     attention_flops,
     attention_flops_per_key,
     forward_flops,
     matmul_flops,
 )
-from helpers.hardware import HardwareSpec
-from helpers.latency import check_sweep
-from helpers.memory import (
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.latency import check_sweep
+from helpers.counting.memory import (
     forward_bytes,
     kv_dtype_or,
     linear_bytes,
 )
-from helpers.models import ModelConfig
-from helpers.roofline import RooflineTime, roofline_time
-from helpers.tensor_parallel import Link, shard_config, step_allreduce_seconds
+from helpers.counting.models import ModelConfig
+from helpers.counting.roofline import RooflineTime, roofline_time
+from helpers.parallel.sharding import Link, shard_config, step_allreduce_seconds
 
 # ----------------------------------------------------------------------------- step times
 
@@ -79,7 +79,7 @@ class RooflineSteps:
     A sliding window is not modelled: the cache is treated as full (chapters 7 and 8).
     ``step_overhead_s``: seconds added once to every step, whatever it carries, for what the
     roofline does not count: the fixed cost of launching each of the step's kernels
-    (chapter 8: kernels per step × seconds per kernel, ``helpers.launches``). Default 0.
+    (chapter 8: kernels per step × seconds per kernel, ``helpers.decoder.launches``). Default 0.
 
     ``tp``: an engine of T chips under Megatron's split (chapter 10): each step costs one
     chip's share (``tensor_parallel.shard_config``: 1/T of the heads, KV heads and MLP width;
@@ -93,7 +93,8 @@ class RooflineSteps:
     def __init__(self, cfg: ModelConfig, hw: HardwareSpec, dtype: str = "bf16",
                  step_overhead_s: float = 0.0, *, tp: int = 1, link: Link | None = None,
                  kv_dtype: str | None = None) -> None:  # fmt: skip
-        # A MoE's expert bytes are not affine in the step's tokens (helpers.memory.experts_read).
+        # A MoE's expert bytes are not affine in the step's tokens
+        # (helpers.counting.memory.experts_read).
         cfg.require_dense("the serving simulator's step model")
         shard = shard_config(cfg, tp)  # refuses a T that does not split the heads evenly
         if tp > 1 and not isinstance(link, Link):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers._validate import positive_int
-from helpers.flops import attended_keys
-from helpers.memory import kv_cache_bytes
-from helpers.models import ModelConfig
+from helpers.counting._validate import positive_int
+from helpers.counting.flops import attended_keys
+from helpers.counting.memory import kv_cache_bytes
+from helpers.counting.models import ModelConfig
 from helpers.serving.engine import roofline_engine, simulate
 from helpers.serving.kv import (
     KVMemory,
@@ -58,7 +58,7 @@ def kv_usage_study(
     steady-state throughput and peak batch.
     """
     cfg = _opt_13b()
-    from helpers.hardware import get as chip
+    from helpers.counting.hardware import get as chip
 
     capacity = kv_capacity_tokens(cfg, chip("A100 40GB SXM").memory_bytes)
     half = max_seq_len // 2

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers._validate import non_negative_int, one_of, positive_int
+from helpers.counting._validate import non_negative_int, one_of, positive_int
 
 # --------------------------------------------------------------------------------- traces
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers import hardware, latency, memory, models, roofline
-from helpers._validate import positive_int
+from helpers.counting import hardware, latency, memory, models, roofline
+from helpers.counting._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["BatchControls", "BatchCurve", "batch_curve", "draw_batch_curve", "plot_batch_curve",

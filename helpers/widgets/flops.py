@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from matplotlib.ticker import FuncFormatter
 
-from helpers import flops, models
-from helpers._validate import positive_int
+from helpers.counting import flops, models
+from helpers.counting._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 ``LatencyControls`` holds the sliders' knobs and defaults; ``latency_breakdown`` reads TTFT
 and TPOT curves measured in the chapter at the controls' prompt and output lengths
-(``helpers.latency.interpolate`` and ``predict_e2e``: no formula lives here);
+(``helpers.counting.latency.interpolate`` and ``predict_e2e``: no formula lives here);
 ``draw_latency_breakdown`` draws the request as a bar, prefill then the decode steps, on a
 matplotlib Axes; ``plot_latency_breakdown`` shows one breakdown in a new figure (the
 chapter's default view); ``show_latency_breakdown`` is the ``interact`` callback. Neither
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from helpers import latency
-from helpers._validate import positive_int
+from helpers.counting import latency
+from helpers.counting._validate import positive_int
 from helpers.serving.metrics import tpot_from
 from helpers.widgets.figures import new_figure, show_figure
 

@@ -2,15 +2,16 @@
 dtype in; that layer's measured sweep points and its place on the measured roofline out.
 
 It draws a sweep's results record (``sweep_record.results_record``: the format ``python -m
-helpers.bench`` writes to its JSON file), so the same callback draws the reader's own sweep or
+helpers.programs.bench`` writes to its JSON file), so the same callback draws the reader's own
+sweep or
 a results file from another device, or the ideal device of ``sweep_record.roofline_results``.
 
-Every number it shows is read by ``helpers.sweep_record`` (``layer_points``,
+Every number it shows is read by ``helpers.measuring.sweep_record`` (``layer_points``,
 ``measured_ridge``, ``token_knee``; each point's ``prediction_error``, from
 ``latency.prediction_error``) or computed by the roofline (``roofline.gemm_knee``):
 ``MatmulControls`` holds the dropdowns' knobs and defaults, ``matmul_view`` reads one layer's
 view off a results record, ``table`` prints the points, ``draw_matmuls`` puts a view on two
-Axes with ``helpers.plots.plot_roofline``, and ``show_matmuls`` is what the notebook's
+Axes with ``helpers.widgets.plots.plot_roofline``, and ``show_matmuls`` is what the notebook's
 dropdowns call.
 """
 
@@ -20,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.flops import matmul_flops
-from helpers.plots import plot_roofline
-from helpers.roofline import gemm_knee
-from helpers.sweep import SweepPoint
-from helpers.sweep_record import layer_points, results_ceilings, token_knee
+from helpers.counting.flops import matmul_flops
+from helpers.counting.roofline import gemm_knee
+from helpers.measuring.sweep import SweepPoint
+from helpers.measuring.sweep_record import layer_points, results_ceilings, token_knee
 from helpers.widgets.figures import new_figure, show_figure
+from helpers.widgets.plots import plot_roofline
 
 __all__ = ["MatmulControls", "MatmulView", "matmul_view", "table", "draw_matmuls",
            "show_matmuls"]  # fmt: skip

@@ -5,7 +5,8 @@ batch of sequences fit on one chip?
 defaults; ``memory_budget`` turns them into numbers;
 ``draw_memory_budget`` draws them on a matplotlib Axes as one stacked bar (weights, KV cache,
 free memory) against the chip's capacity; ``show_memory_budget`` is the ``interact`` callback.
-Counts come from ``helpers.memory`` and are lower bounds: activations, fragmentation and the
+Counts come from ``helpers.counting.memory`` and are lower bounds: activations, fragmentation and
+the
 framework's own reserve are left out, so a real server fits less.
 """
 
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers import hardware, memory, models
-from helpers._validate import positive_int
+from helpers.counting import hardware, memory, models
+from helpers.counting._validate import positive_int
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["MemoryControls", "MemoryBudget", "memory_budget", "draw_memory_budget",

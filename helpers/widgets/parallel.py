@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers import cost, hardware, models
-from helpers import tensor_parallel as tp
-from helpers._validate import positive_int
+from helpers.counting import hardware, models
+from helpers.counting._validate import positive_int
+from helpers.parallel import cost
+from helpers.parallel import sharding as tp
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["DeploymentControls", "Deployment", "deployment", "draw_deployment",

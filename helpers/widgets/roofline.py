@@ -5,25 +5,26 @@ dtype in; prefill and decode as points on the chip's roofline out.
 and ``prefill_gemm_points`` (prefill's weight matmuls one shape at a time) are the data,
 testable without a browser; ``roofline_view`` gathers them with the chip's ceilings,
 ``table`` prints points, ``draw_roofline`` puts a view on an Axes with
-``helpers.plots.plot_roofline``, and ``show_roofline`` is what the notebook's sliders call.
-The counts and times come from ``helpers.flops``, ``helpers.memory``, ``helpers.roofline``
-and ``helpers.latency``.
+``helpers.widgets.plots.plot_roofline``, and ``show_roofline`` is what the notebook's sliders call.
+The counts and times come from ``helpers.counting.flops``, ``helpers.counting.memory``,
+``helpers.counting.roofline``
+and ``helpers.counting.latency``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers import hardware, models
-from helpers.latency import prefill_time
-from helpers.plots import plot_roofline
-from helpers.roofline import (
+from helpers.counting import hardware, models
+from helpers.counting.latency import prefill_time
+from helpers.counting.roofline import (
     RooflineTime,
     decode_aggregate,
     decode_split,
     prefill_matmul_times,
 )
 from helpers.widgets.figures import new_figure, show_figure
+from helpers.widgets.plots import plot_roofline
 
 __all__ = ["RooflineControls", "PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points",
            "RooflineView", "roofline_view", "table", "draw_roofline", "show_roofline"]  # fmt: skip
@@ -66,12 +67,13 @@ def _point(phase: str, time: RooflineTime) -> PhasePoint:
 def roofline_points(controls: RooflineControls = RooflineControls()) -> dict[str, PhasePoint]:
     """Prefill of ``batch`` prompts of ``prompt_tokens``, and the decode step right after it.
 
-    Prefill as a server runs it (``helpers.latency.prefill_time``: causal attention, logits
+    Prefill as a server runs it (``helpers.counting.latency.prefill_time``: causal attention, logits
     for the last token only). The decode step is shown whole
-    (``helpers.roofline.decode_aggregate``) and split into its two parts that share no data
-    (``helpers.roofline.decode_split``): the weight matmuls, whose
+    (``helpers.counting.roofline.decode_aggregate``) and split into its two parts that share no data
+    (``helpers.counting.roofline.decode_split``): the weight matmuls, whose
     intensity grows with the batch, and attention over each sequence's own KV cache, whose
-    intensity does not. Bytes include activation traffic (``helpers.memory.forward_bytes``).
+    intensity does not. Bytes include activation traffic
+    (``helpers.counting.memory.forward_bytes``).
     ValueError if the chip's datasheet gives no peak for ``dtype``.
     """
     prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype

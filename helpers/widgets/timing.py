@@ -1,9 +1,10 @@
 """The cache explorer (chapter 4, `04_timing`): how much data a memory-bound timing touches
 decides whether it measures memory or cache.
 
-The measurements are ``helpers.timing.cache_sweep_seconds``'s, and what is read from them
+The measurements are ``helpers.measuring.cache_sweep.sweep_seconds``'s, and what is read from them
 (the points, the streaming bandwidth, the rule's verdict and recommendation) is
-``helpers.cache_sweep``'s and ``helpers.timing.copies_to_exceed_cache``'s; this module only
+``helpers.measuring.cache_sweep``'s and ``helpers.measuring.timing.copies_to_exceed_cache``'s; this
+module only
 draws. ``CacheControls`` holds the sliders' knobs and defaults, ``cache_view`` builds the
 view of one setting, ``draw_cache`` plots it, and ``show_cache`` is what the notebook's
 sliders call.
@@ -14,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers import cache_sweep, timing
-from helpers.cache_sweep import CachePoint, MiB
+from helpers.measuring import cache_sweep, timing
+from helpers.measuring.cache_sweep import CachePoint, MiB
 from helpers.widgets.figures import new_figure, show_figure
 
 __all__ = ["CacheControls", "CacheView", "cache_view", "draw_cache", "show_cache"]

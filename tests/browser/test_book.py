@@ -12,7 +12,7 @@ import pytest
 
 from grading import book
 from grading.release import SOURCE, chapters
-from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW
+from helpers.book.stored_outputs import WIDGET_STATE, WIDGET_VIEW
 
 pytestmark = pytest.mark.browser
 

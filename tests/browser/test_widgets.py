@@ -27,7 +27,7 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from grading.release import SOURCE, chapters
-from helpers import ceilings, machine
+from helpers.measuring import ceilings, machine
 
 pytestmark = pytest.mark.browser
 
@@ -249,7 +249,7 @@ OUTPUT = """() => {
 def test_needed_cells_follows_names_through_the_cells():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in (
-        "import math\nfrom helpers.notebook import setup\nDEVICE = setup()",
+        "import math\nfrom helpers.book.notebook import setup\nDEVICE = setup()",
         "slow = sum(range(10**8))  # unrelated, and expensive",
         "data = [math.sqrt(i) for i in range(4)]\nscale = 2",
         "scale = 3  # rebinds scale, reads nothing",

@@ -1,6 +1,6 @@
 """A tiny chapter in nbgrader source format, written the way CONTRIBUTING.md says: a locked
 setup cell, three exercises (answer cell + test cell with visible and hidden checks, all via
-``helpers.checks``) and one written answer graded by hand."""
+``helpers.book.checks``) and one written answer graded by hand."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 NAME = "99_demo"
-SETUP = """from helpers.notebook import setup
-from helpers.checks import check_float, check_int, check_tensor
+SETUP = """from helpers.book.notebook import setup
+from helpers.book.checks import check_float, check_int, check_tensor
 import torch
 
 DEVICE = setup()"""

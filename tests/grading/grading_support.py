@@ -17,7 +17,7 @@ import pytest
 
 from grading import course, sandbox
 from grading.release import ROOT
-from helpers import ceilings
+from helpers.measuring import ceilings
 
 BWRAP = sandbox.bwrap_works()
 # the tests' isolation: the sandbox where bubblewrap starts, else none (as --unsafe grades)

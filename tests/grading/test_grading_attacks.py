@@ -21,21 +21,22 @@ ATTACKS = {
     "exits inside the call": ("import os\ndef square(n):\n    os._exit(0)", "crash"),
     "sys.exit in the call": ("import sys\ndef square(n):\n    sys.exit(0)", "failed"),
     "patches the checker": (
-        "import helpers.checks\nhelpers.checks.check_int = lambda *a, **k: None\n" + WRONG,
+        "import helpers.book.checks\nhelpers.checks.check_int = lambda *a, **k: None\n" + WRONG,
         "failed",
     ),
     "shadows the checker": ("def check_int(*a, **k):\n    pass\n" + WRONG, "failed"),
     "patches builtins": ("import builtins\nbuiltins.type = lambda x: int\n" + WRONG, "failed"),
     "patches the checker when called": (
-        "import helpers.checks\ndef square(n):\n"
-        "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
+        "import helpers.book.checks\ndef square(n):\n"
+        "    helpers.book.checks.check_int = lambda *a, **k: None\n    return 0",
         "failed",
     ),
     "patches the checker the test imports": (
-        "import helpers.checks\ndef square(n):\n"
-        "    helpers.checks.check_int = lambda *a, **k: None\n    return 0",
+        "import helpers.book.checks\ndef square(n):\n"
+        "    helpers.book.checks.check_int = lambda *a, **k: None\n    return 0",
         "failed",
-        "from helpers.checks import check_int\nsquare(1)\nfrom helpers.checks import check_int\n",
+        "from helpers.book.checks import check_int\nsquare(1)\n"
+        "from helpers.book.checks import check_int\n",
     ),
     "equals anything": (
         "class Liar(int):\n    def __eq__(self, other):\n        return True\n"

@@ -82,32 +82,32 @@ def test_every_library_function_that_is_not_kept_is_stubbed():
 # The routes one level below the reference that scored before the closure, one per chapter
 # where a student found one: (chapter, answer_id) -> functions that must now be stubs.
 BELOW = {
-    ("01_flops", "ch01_param_count"): {"helpers.flops._params",
+    ("01_flops", "ch01_param_count"): {"helpers.counting.flops._params",
                                        "helpers.decoder.model.Decoder.__init__"},
-    ("02_bytes", "ch02_int4_checkpoint_bytes"): {"helpers.memory._bytes"},
-    ("02_bytes", "ch02_kv_count_mistake"): {"helpers.memory.cached_tokens",
-                                            "helpers.memory.kv_bytes_per_token",
-                                            "helpers.memory.kv_width"},
-    ("04_timing", "ch04_roofline_verdict"): {"helpers.roofline.bound_time",
-                                             "helpers.latency.flops_utilization",
-                                             "helpers.latency.bandwidth_utilization"},
-    ("04_timing", "ch04_time_blocks"): {"helpers.timing.time_blocks"},
-    ("06_ttft_tpot", "ch06_longest_answer"): {"helpers.latency.interpolate",
-                                             "helpers.latency.predict_e2e"},
+    ("02_bytes", "ch02_int4_checkpoint_bytes"): {"helpers.counting.memory._bytes"},
+    ("02_bytes", "ch02_kv_count_mistake"): {"helpers.counting.memory.cached_tokens",
+                                            "helpers.counting.memory.kv_bytes_per_token",
+                                            "helpers.counting.memory.kv_width"},
+    ("04_timing", "ch04_roofline_verdict"): {"helpers.counting.roofline.bound_time",
+                                             "helpers.counting.latency.flops_utilization",
+                                             "helpers.counting.latency.bandwidth_utilization"},
+    ("04_timing", "ch04_time_blocks"): {"helpers.measuring.timing.time_blocks"},
+    ("06_ttft_tpot", "ch06_longest_answer"): {"helpers.counting.latency.interpolate",
+                                             "helpers.counting.latency.predict_e2e"},
     ("07_batching", "ch07_padded_prefill"): {"helpers.decoder.masks.visible_keys",
                                              "helpers.decoder.masks.rope_positions"},
-    ("10_parallel", "ch10_attention_per_chip"): {"helpers.memory.kv_width",
-                                                 "helpers.flops.attention_flops_per_key",
-                                                 "helpers.tensor_parallel.shard_config"},
+    ("10_parallel", "ch10_attention_per_chip"): {"helpers.counting.memory.kv_width",
+                                                 "helpers.counting.flops.attention_flops_per_key",
+                                                 "helpers.parallel.sharding.shard_config"},
     # A reviewer's routes through copies elsewhere in the library, which no reading of the
     # reference finds: chapter 10's TP search at one chip and its bisection, a batch search
     # over the same step times (above: the decoder built on the meta device and its
     # parameters counted; chapter 6's utilizations)
-    ("09_capstone", "ch09_batch_at_load"): {"helpers.cost.cheapest_degree",
-                                            "helpers.roofline.first_batch"},
+    ("09_capstone", "ch09_batch_at_load"): {"helpers.parallel.cost.cheapest_degree",
+                                            "helpers.counting.roofline.first_batch"},
     # The speedups of the same run on a faster chip: one equation away from the answer
-    ("09_capstone", "ch09_flops_to_match"): {"helpers.latency.upgrade_speedups",
-                                             "helpers.latency.phase_speedups"},
+    ("09_capstone", "ch09_flops_to_match"): {"helpers.counting.latency.upgrade_speedups",
+                                             "helpers.counting.latency.phase_speedups"},
 }  # fmt: skip
 
 
@@ -127,38 +127,41 @@ def test_the_closure_follows_imports_attributes_methods_and_constructors():
     setup = "from helpers import memory, models, serving\n"
     plan = stubs.plan(setup, ("memory.kv_cache_bytes", "serving.verify_costs"))
     stubbed = stubbed_names(plan)
-    assert {"helpers.memory.cached_tokens", "helpers.memory.kv_width",
-            "helpers.flops._params", "helpers.hardware.HardwareSpec.peak"} <= stubbed
+    assert {"helpers.counting.memory.cached_tokens", "helpers.counting.memory.kv_width",
+            "helpers.counting.flops._params",
+            "helpers.counting.hardware.HardwareSpec.peak"} <= stubbed
     constructed = named(stubs.plan(setup, ("serving.spec_tpot",)).reached)
     assert "helpers.serving.steps.RooflineSteps.__init__" in constructed
     assert not any(q.rsplit(".", 1)[-1].startswith("__") and not q.endswith(
         stubs.CONSTRUCTORS) for q in stubbed)  # fmt: skip
-    assert "helpers.models.get" not in stubbed
+    assert "helpers.counting.models.get" not in stubbed
 
 
 def test_a_function_read_from_a_table_is_reached():
     """``EAGER = Kernel(..., _eager, ...)`` at module level, read by ``linear_kernels``: the
     functions the table holds are reached (and, not being a tool's, stubbed)."""
-    plan = stubs.plan("from helpers import kernels\n", ("kernels.linear_kernels",))
-    assert {"helpers.kernels._eager", "helpers.kernels._aten",
-            "helpers.kernels._onednn"} <= stubbed_names(plan)  # fmt: skip
+    plan = stubs.plan("from helpers.measuring import kernels\n", ("kernels.linear_kernels",))
+    assert {"helpers.measuring.kernels._eager", "helpers.measuring.kernels._aten",
+            "helpers.measuring.kernels._onednn"} <= stubbed_names(plan)  # fmt: skip
 
 
 def test_a_function_s_own_variables_are_not_the_module_s():
     """``latency.sweep_summary`` has a variable ``tpot``: it does not reach ``latency.tpot``."""
-    assert ("helpers.latency", "tpot") not in stubs.reaches(("helpers.latency", "sweep_summary"))
+    reached = stubs.reaches(("helpers.counting.latency", "sweep_summary"))
+    assert ("helpers.counting.latency", "tpot") not in reached
 
 
 def test_what_a_tool_reaches_stays_real():
     """A tool's own callees stay real even when the reference reaches them too: chapter 2's
     ``kv_cache_bytes`` may call ``memory.kv_bytes_per_token``, which needs ``kv_width``."""
-    setup = "from helpers import memory\n"
+    setup = "from helpers.counting import memory\n"
     plan = stubs.plan(setup, ("memory.kv_cache_bytes",), ("kv_cache_bytes",),
                       ("memory.kv_bytes_per_token",))  # fmt: skip
     stubbed = stubbed_names(plan)
-    assert {"helpers.memory.kv_cache_bytes", "helpers.memory.cached_tokens"} <= stubbed
-    assert not {"helpers.memory.kv_bytes_per_token", "helpers.memory.kv_width",
-                "helpers.memory._bytes"} & stubbed  # fmt: skip
+    assert {"helpers.counting.memory.kv_cache_bytes",
+            "helpers.counting.memory.cached_tokens"} <= stubbed
+    assert not {"helpers.counting.memory.kv_bytes_per_token", "helpers.counting.memory.kv_width",
+                "helpers.counting.memory._bytes"} & stubbed  # fmt: skip
 
 
 def pasted(function: stubs.Function, answer_name: str) -> str:

@@ -28,8 +28,8 @@ def released(chapter: str) -> dict[str, str]:
 
 def test_the_corpus_is_every_function_and_method(corpus):
     names = {s.name for s in corpus.sources}
-    assert {"helpers.memory.kv_cache_bytes", "helpers.serving.scheduler.Scheduler.admit",
-            "helpers.roofline.first_batch"} <= names
+    assert {"helpers.counting.memory.kv_cache_bytes", "helpers.serving.scheduler.Scheduler.admit",
+            "helpers.counting.roofline.first_batch"} <= names
     assert len(names) == len(copies.library_definitions()) > 500
     assert copies.library_corpus() is corpus  # built once
     assert len(LONG) > 150 and len(SOLUTIONS) >= 40
@@ -57,7 +57,7 @@ def test_a_pasted_library_function_is_flagged(name, corpus):
 
 
 def test_a_pasted_function_inside_ipython_syntax_is_still_flagged(corpus):
-    name = "helpers.roofline.first_batch"
+    name = "helpers.counting.roofline.first_batch"
     body = LONG[name][0]
     answer = "%%time\n!echo hi\n%load_ext autoreload\n" + body.replace(
         "    return low", "    %time low\n    return low")
@@ -153,7 +153,7 @@ BAD = {
     "deeply nested": "x = " + "(" * 5000 + ")" * 5000 + "\n",
     "deep expression": "x = " + "-" * 100_000 + "1\n",
     "huge": "x = 1\n" * 100_000,
-    "huge pasted library": "\n\n".join([LONG["helpers.roofline.first_batch"][0]] * 400),
+    "huge pasted library": "\n\n".join([LONG["helpers.counting.roofline.first_batch"][0]] * 400),
     "huge but allowed": "total = total + values[index] * weights[index]\n" * 600,
     "not a string": None,
     "bytes": b"def f():\n    return 1\n",
@@ -163,11 +163,11 @@ BAD = {
 
 @pytest.mark.parametrize("text", BAD.values(), ids=BAD.keys())
 def test_bad_input_does_not_raise(text, corpus):
-    pasted = LONG["helpers.roofline.first_batch"][0]
+    pasted = LONG["helpers.counting.roofline.first_batch"][0]
     answers = {"a": {"q": text}, "b": {"q": text}, "c": {"q": pasted}}
     flags = copies.copy_flags(answers, library=corpus, boilerplate={"q": text})
     assert set(flags) == {"a", "b", "c"}
-    assert [m.matched for m in flags["c"]] == ["helpers.roofline.first_batch"]
+    assert [m.matched for m in flags["c"]] == ["helpers.counting.roofline.first_batch"]
     assert flags["a"] == flags["b"] == []  # (the same text as the release is boilerplate)
 
 
@@ -181,7 +181,7 @@ def test_a_long_answer_under_max_chars_is_compared():
 def test_fingerprints_do_not_depend_on_pythons_hash_seed():
     """copydetect's own k-gram hash is hash(), randomised per process: ours is BLAKE2b, so
     every run of the grader flags the same answers."""
-    printed = copies.fingerprint("x", LONG["helpers.roofline.first_batch"][0])
+    printed = copies.fingerprint("x", LONG["helpers.counting.roofline.first_batch"][0])
     code = printed.fingerprint.filtered_code
     grams = {int.from_bytes(hashlib.blake2b(code[i:i + copies.K].encode(),
                                             digest_size=8).digest(), "little", signed=True)

@@ -14,7 +14,7 @@ from grading_support import SANDBOX, fill, release_of, solutions_of, submit
 from grading import course, grader, report
 from grading.release import RELEASE, SOURCE
 from grading.results import INSTRUCTOR_ONLY, student_flags
-from helpers import memory
+from helpers.counting import memory
 
 CHAPTER, ANSWER = "02_bytes", "ch02_longest_context"
 TEST = f"{ANSWER}_test"
@@ -35,7 +35,7 @@ def batch(tmp_path_factory):
     renamed = (solution.replace("free", "spare").replace("per_token", "each_token")
                .replace("kv_bytes_each_token", "kv_bytes_per_token")  # the library's name
                .replace("# one token of every user", "# all of them"))
-    pasted = ("from helpers.memory import *\n\n\ndef positive_int(value, name):\n"
+    pasted = ("from helpers.counting.memory import *\n\n\ndef positive_int(value, name):\n"
               "    return value\n\n\n" + inspect.getsource(memory.longest_context))  # fmt: skip
     for student, answer in (("bob", solution), ("ann", renamed), ("cat", pasted)):
         submit(course_dir, student, CHAPTER, fill(release, {ANSWER: answer}))
@@ -56,7 +56,7 @@ def test_copies_are_flagged_with_what_they_match(batch):
     flags = {s: copy_flags(r) for s, r in batch["flagged"].items()}
     assert len(flags["ann"]) == 1 and f"{ANSWER} matches student:bob's {ANSWER}" in flags["ann"][0]
     assert len(flags["bob"]) == 1 and f"{ANSWER} matches student:ann's {ANSWER}" in flags["bob"][0]
-    assert any(f"{ANSWER} matches helpers.memory.longest_context" in f
+    assert any(f"{ANSWER} matches helpers.counting.memory.longest_context" in f
                for f in flags["cat"])  # fmt: skip
     assert flags["dan"] == []  # the release as handed out matches nothing
 
@@ -84,7 +84,7 @@ def test_the_student_never_reads_a_copy_flag_and_the_instructor_does(batch):
                                                         batch["assignment"])))  # fmt: skip
     by_student = {row["student"]: row for row in rows}
     assert "matches student:bob's" in by_student["ann"]["flags"]
-    assert "matches helpers.memory.longest_context" in by_student["cat"]["flags"]
+    assert "matches helpers.counting.memory.longest_context" in by_student["cat"]["flags"]
 
 
 def test_a_bad_copied_value_is_named():

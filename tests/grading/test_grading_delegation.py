@@ -29,7 +29,7 @@ def helpers_references(assignment: course.Assignment, exercise: course.Exercise)
             value = getattr(value, part, None)
         module = getattr(value, "__module__", "") or ""
         if (isinstance(value, types.FunctionType) and module.startswith("helpers.")
-                and module not in ("helpers.checks", "helpers.notebook")
+                and module not in ("helpers.book.checks", "helpers.book.notebook")
                 and value.__name__ != "get"):  # fmt: skip
             found.append(f"{module}.{value.__qualname__}")
     return found
@@ -39,11 +39,11 @@ DIRECT = {  # the two delegations the issue names, written the way a student wou
     ("03_roofline", "ch03_free_batch"): (
         "def free_batch(cfg, hw, context, slack, dtype='bf16'):\n"
         "    return roofline.free_batch(cfg, hw, context, slack, dtype)",
-        "helpers.roofline.free_batch"),
+        "helpers.counting.roofline.free_batch"),
     ("02_bytes", "ch02_int4_checkpoint_bytes"): (
         "def int4_checkpoint_bytes(cfg, group_size):\n"
         "    return memory.int4_checkpoint_bytes(cfg, group_size)",
-        "helpers.memory.int4_checkpoint_bytes"),
+        "helpers.counting.memory.int4_checkpoint_bytes"),
     # Chapter 9's design problem: the reference search rebuilt from the planner's parts, its
     # goodput and (typed out here) its candidates.
     ("09_capstone", "ch09_choose_config"): (

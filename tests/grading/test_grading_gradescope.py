@@ -77,7 +77,7 @@ def test_zip_layout(autograder_zip):
         source = archive.read(f"solutions/{CHAPTER}/{CHAPTER}.ipynb")
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
     for name in ("pyproject.toml", "README.md", "grading/gradescope.py",
-                 "grading/sandbox_runner.py", "helpers/__init__.py", "helpers/checks.py"):
+                 "grading/sandbox_runner.py", "helpers/__init__.py", "helpers/book/checks.py"):
         assert name in modes, name
     assert source == SOLUTIONS.read_bytes()
     assert config == {"chapter": CHAPTER, "timeout": 60, "memory": 4096}
@@ -103,7 +103,7 @@ def test_zip_installs_the_project(autograder_zip, tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     with zipfile.ZipFile(wheel) as built:
         assert modules <= set(built.namelist()), modules - set(built.namelist())
-    assert "grading/gradescope.py" in modules and "helpers/checks.py" in modules
+    assert "grading/gradescope.py" in modules and "helpers/book/checks.py" in modules
 
 
 def test_zip_refuses_unknown_chapter(tmp_path):
@@ -228,7 +228,7 @@ def test_hidden_detail_and_instructor_flags_never_shown():
                  QuestionResult("ch02_written_gqa", 3.0, None, "manual")]  # fmt: skip
     flags = ["wrong file name: mine.ipynb (expected 02_bytes.ipynb)",
              instructor_only("ch02_int4_checkpoint_bytes matches "
-                             "helpers.memory.int4_checkpoint_bytes")]
+                             "helpers.counting.memory.int4_checkpoint_bytes")]
     result = StudentResult("s", CHAPTER, questions, flags)
     data = gradescope.results(result, assignment)
     assert "secret" not in json.dumps(data) and "matches" not in json.dumps(data)

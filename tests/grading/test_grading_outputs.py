@@ -11,7 +11,7 @@ import pytest
 
 from grading.outputs import execute
 from grading.release import RELEASE, SOURCE, chapters, drop_widget_state
-from helpers.stored_outputs import WIDGET_STATE, WIDGET_VIEW, clean
+from helpers.book.stored_outputs import WIDGET_STATE, WIDGET_VIEW, clean
 
 WIDGETS = [
     "import ipywidgets as widgets\nfrom tqdm.auto import tqdm",

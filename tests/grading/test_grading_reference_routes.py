@@ -27,7 +27,7 @@ from grading.release import SOURCE
 from grading.sandbox import Isolation
 
 CHAPTER, ANSWER = "02_bytes", "ch02_int4_checkpoint_bytes"
-REFERENCE = "helpers.memory.int4_checkpoint_bytes"
+REFERENCE = "helpers.counting.memory.int4_checkpoint_bytes"
 LIMITS = sandbox.Limits(wall_s=60, cpu_s=60)
 
 # route -> code that leaves the function it found in `found`
@@ -36,13 +36,13 @@ ROUTES = {
 import importlib, sys
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     importlib.reload(sys.modules[name])
-found = sys.modules["helpers.memory"].int4_checkpoint_bytes
+found = sys.modules["helpers.counting.memory"].int4_checkpoint_bytes
 """,
     "a fresh import_module after removing it from sys.modules": """
 import importlib, sys
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     del sys.modules[name]
-found = importlib.import_module("helpers.memory").int4_checkpoint_bytes
+found = importlib.import_module("helpers.counting.memory").int4_checkpoint_bytes
 """,
     "a fresh import with the grader's import hooks removed": """
 import importlib, sys
@@ -50,12 +50,13 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "Library"]
 for name in [n for n in list(sys.modules) if n.startswith("helpers")]:
     del sys.modules[name]
 importlib.invalidate_caches()
-found = importlib.import_module("helpers.memory").int4_checkpoint_bytes
+found = importlib.import_module("helpers.counting.memory").int4_checkpoint_bytes
 """,
     "importlib.util.spec_from_file_location on the module's file": """
 import importlib.util, sys
-import helpers.memory
-spec = importlib.util.spec_from_file_location("helpers.memory_copy", helpers.memory.__file__)
+import helpers.counting.memory
+spec = importlib.util.spec_from_file_location("helpers.memory_copy",
+helpers.counting.memory.__file__)
 copy = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = copy
 spec.loader.exec_module(copy)
@@ -63,19 +64,19 @@ found = copy.int4_checkpoint_bytes
 """,
     "exec of the module's file": """
 import sys, types
-import helpers.memory
+import helpers.counting.memory
 copy = types.ModuleType("helpers.memory_exec")
 sys.modules[copy.__name__] = copy
-with open(helpers.memory.__file__) as source:
-    exec(compile(source.read(), helpers.memory.__file__, "exec"), copy.__dict__)
+with open(helpers.counting.memory.__file__) as source:
+    exec(compile(source.read(), helpers.counting.memory.__file__, "exec"), copy.__dict__)
 found = copy.int4_checkpoint_bytes
 """,
     "exec of inspect.getsource": """
 import inspect, sys, types
-import helpers.memory
+import helpers.counting.memory
 copy = types.ModuleType("helpers.memory_source")
 sys.modules[copy.__name__] = copy
-exec(compile(inspect.getsource(helpers.memory), "<copy>", "exec"), copy.__dict__)
+exec(compile(inspect.getsource(helpers.counting.memory), "<copy>", "exec"), copy.__dict__)
 found = copy.int4_checkpoint_bytes
 """,
     "pickle.loads of the function by name": """

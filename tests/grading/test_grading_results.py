@@ -65,7 +65,7 @@ def test_what_the_student_reads_of_a_question(status, detail, shown):
 
 def test_instructor_only_flags_are_kept_from_the_student():
     mine = "wrong file name: mine.ipynb (expected 99_demo.ipynb)"
-    theirs = instructor_only("ch99_square matches helpers.memory.weight_bytes")
+    theirs = instructor_only("ch99_square matches helpers.counting.memory.weight_bytes")
     assert student_flags([mine, theirs]) == [mine]
     assert theirs.startswith("instructor only: ") and student_flags([theirs]) == []
 

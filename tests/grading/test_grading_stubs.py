@@ -10,18 +10,21 @@ from test_grading_delegation import helpers_references
 
 from grading import course, stubs
 from grading.release import SOURCE, chapters
-from helpers import memory
+from helpers.counting import memory
 
-SETUP = ("from helpers import memory, models\nimport helpers.roofline as rl\n"
-         "from helpers.flops import param_count as count\nimport helpers.checks\n")  # fmt: skip
+SETUP = ("from helpers.counting import memory, models\nimport helpers.counting.roofline as rl\n"
+         "from helpers.counting.flops import param_count as count\n"
+         "import helpers.book.checks\n")  # fmt: skip
 
 
 def test_references_are_found_through_every_kind_of_import():
     found = stubs.plan(SETUP, ("memory.weight_bytes", "rl.gemm_knee", "count",
-                               "helpers.checks.check_int", "models.get", "print",
-                               "memory.no_such_function", "helpers.memory.kv_width")).roots
-    assert found == {("helpers.flops", "param_count"), ("helpers.memory", "weight_bytes"),
-                     ("helpers.roofline", "gemm_knee"), ("helpers.memory", "kv_width")}
+                               "helpers.book.checks.check_int", "models.get", "print",
+                               "memory.no_such_function", "helpers.counting.memory.kv_width")).roots
+    assert found == {("helpers.counting.flops", "param_count"),
+                     ("helpers.counting.memory", "weight_bytes"),
+                     ("helpers.counting.roofline", "gemm_knee"),
+                     ("helpers.counting.memory", "kv_width")}
 
 
 def load(module: stubs.Module, name: str) -> types.ModuleType:
@@ -31,28 +34,28 @@ def load(module: stubs.Module, name: str) -> types.ModuleType:
 
 
 def test_a_stub_refuses_any_call_and_the_rest_of_the_module_works():
-    (stubbed,) = stubs.stubbed({"helpers.memory": ("weight_bytes",)}).values()
+    (stubbed,) = stubs.stubbed({"helpers.counting.memory": ("weight_bytes",)}).values()
     copy = load(stubbed, "memory_stubbed")
-    cfg = __import__("helpers.models", fromlist=["get"]).get("Qwen2.5-0.5B")
+    cfg = __import__("helpers.counting.models", fromlist=["get"]).get("Qwen2.5-0.5B")
     for args in ((cfg, "bf16"), (), ("anything", 1, 2)):
-        with pytest.raises(RuntimeError, match="^calling helpers.memory.weight_bytes is not "
-                                               "an answer: write it yourself$"):  # fmt: skip
+        with pytest.raises(RuntimeError, match="^calling helpers.counting.memory.weight_bytes is "
+                                               "not an answer: write it yourself$"):  # fmt: skip
             copy.weight_bytes(*args)
     assert copy.kv_bytes_per_token(cfg, "bf16") == memory.kv_bytes_per_token(cfg, "bf16")
     assert "param_count(cfg)" not in stubbed.source.split("def weight_bytes", 1)[1][:200]
 
 
 def test_a_definition_that_is_not_in_the_source_is_named():
-    with pytest.raises(LookupError, match="helpers.memory.nowhere: no such definition"):
-        stubs.stubbed({"helpers.memory": ("nowhere",)})
+    with pytest.raises(LookupError, match="helpers.counting.memory.nowhere: no such definition"):
+        stubs.stubbed({"helpers.counting.memory": ("nowhere",)})
 
 
 def test_the_library_holds_every_module_of_the_package():
     names = set(stubs.library())
-    assert {"helpers", "helpers.memory", "helpers.serving", "helpers.serving.engine",
+    assert {"helpers", "helpers.counting.memory", "helpers.serving", "helpers.serving.engine",
             "helpers.widgets"} <= names  # fmt: skip
     assert stubs.library()["helpers.serving"].package
-    assert not stubs.library()["helpers.memory"].package
+    assert not stubs.library()["helpers.counting.memory"].package
 
 
 @pytest.mark.parametrize("chapter", chapters())

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from helpers import hardware, latency, memory, models, roofline, serving
+from helpers import serving
+from helpers.counting import hardware, latency, memory, models, roofline
 
 H100 = hardware.get("H100 SXM")
 
@@ -115,6 +116,6 @@ def test_weight_only_moves_the_critical_batch_and_the_cap():
 
 
 def cfg_params(cfg):
-    from helpers.flops import param_count
+    from helpers.counting.flops import param_count
 
     return param_count(cfg)

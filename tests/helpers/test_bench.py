@@ -1,4 +1,4 @@
-"""helpers.bench: the CLI end to end, its table, summary and pairs reports."""
+"""helpers.programs.bench: the CLI end to end, its table, summary and pairs reports."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers import bench, ceilings, machine, sweep, sweep_record, timing
+from helpers.measuring import ceilings, machine, sweep, sweep_record, timing
+from helpers.programs import bench
 
 
 def test_dtype_lists_accept_repeats_and_commas():
@@ -46,8 +47,8 @@ def _run_cli(tmp_path, llc, *args):
     matmul ceiling measured on one GEMM (``ceilings.GEMMS_ENV``): these tests check what the
     run records, and the default GEMMs took 5 of its 14 s on a 2-core CPU."""
     result = subprocess.run(
-        [sys.executable, "-m", "helpers.bench", "--device", "cpu", "--quick", "--dtype", "fp32",
-         "--out", str(tmp_path), "--no-progress", *args],
+        [sys.executable, "-m", "helpers.programs.bench", "--device", "cpu", "--quick",
+         "--dtype", "fp32", "--out", str(tmp_path), "--no-progress", *args],
         capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
         env={**os.environ, machine.LLC_ENV: llc, ceilings.GEMMS_ENV: "512x512x512"},
     )  # fmt: skip

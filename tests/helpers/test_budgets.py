@@ -5,7 +5,8 @@ beside running decodes (``serving.chunked_prefill``)."""
 
 import pytest
 
-from helpers import latency, serving
+from helpers import serving
+from helpers.counting import latency
 
 TTFT = {100: 0.2, 300: 0.6}
 TPOT = {0: 0.010, 1000: 0.020}

@@ -1,4 +1,4 @@
-"""helpers.ceilings: measured ceilings on small real workloads, and argument checks."""
+"""helpers.measuring.ceilings: measured ceilings on small real workloads, and argument checks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
-from helpers import ceilings, hardware, kernels, machine
-from helpers.roofline import roofline_time
+from helpers.counting import hardware
+from helpers.counting.roofline import roofline_time
+from helpers.measuring import ceilings, kernels, machine
 
 SMALL_GEMMS = [(128, 128, 128), (256, 64, 128)]
 
@@ -41,7 +42,7 @@ def test_bandwidth_is_positive_and_finite():
 
 @pytest.mark.parametrize("llc", ["8MiB", "300MiB", "1GiB"])
 def test_bandwidth_buffer_is_at_least_twice_the_cache(monkeypatch, llc):
-    from helpers import timing
+    from helpers.measuring import timing
 
     monkeypatch.setenv(machine.LLC_ENV, llc)
     cache = machine.last_level_cache_bytes("cpu")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.checks import check_choice, check_dict, check_float, check_int, check_tensor
+from helpers.book.checks import check_choice, check_dict, check_float, check_int, check_tensor
 
 
 class EqualsEverything(int):
@@ -57,8 +57,8 @@ def test_wrong_answers_fail_with_yours_vs_expected(call, message):
 
 # --- FakeDevice: the made-up asynchronous device chapter 4's timing loop is graded on -------
 
-from helpers import timing  # noqa: E402
-from helpers.checks import FakeDevice  # noqa: E402
+from helpers.book.checks import FakeDevice  # noqa: E402
+from helpers.measuring import timing  # noqa: E402
 
 KIB = 256  # fp32 elements in a KiB
 

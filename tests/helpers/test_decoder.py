@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from helpers.book.notebook import pick_device, setup
+from helpers.counting.models import ModelConfig
 from helpers.decoder.model import Decoder
-from helpers.models import ModelConfig
-from helpers.notebook import pick_device, setup
 
 TINY = ModelConfig(name="tiny", model_type="qwen2", hidden=64, intermediate=96, layers=2,
                    n_q_heads=4, n_kv_heads=2, head_dim=16, vocab=101, tied_embeddings=True,

@@ -10,11 +10,11 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
-from helpers import flops
+from helpers.counting import flops
+from helpers.counting.models import ModelConfig
 from helpers.decoder.kv_cache import KVCache
 from helpers.decoder.masks import left_pad
 from helpers.decoder.model import Decoder, random_decoder
-from helpers.models import ModelConfig
 
 REL = 1e-4
 DECODE_STEPS = 6

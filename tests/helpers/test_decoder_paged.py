@@ -13,10 +13,10 @@ import itertools
 import pytest
 import torch
 
+from helpers.counting.models import ModelConfig, RopeScaling
 from helpers.decoder.kv_cache import PagedKVCache
 from helpers.decoder.model import Decoder
 from helpers.decoder.paged_step import DECODE_GROUP_FILL, PagedEntry, PagedEntryError, paged_plan
-from helpers.models import ModelConfig, RopeScaling
 
 REL = 1e-5
 BLOCK = 4

@@ -4,9 +4,9 @@ asked, on scattered blocks of random keys, and a shape the pool cannot hold is r
 import pytest
 import torch
 
+from helpers.counting.models import ModelConfig
 from helpers.decoder.model import Decoder
 from helpers.decoder.step_times import StepShape, profile_step_times
-from helpers.models import ModelConfig
 
 BLOCK = 4
 TINY = ModelConfig(name="tiny-gqa", model_type="qwen2", hidden=64, intermediate=96, layers=2,

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from helpers import flops, models
+from helpers.counting import flops, models
 from helpers.decoder.model import Decoder
 
 PUBLISHED_PARAMS = {

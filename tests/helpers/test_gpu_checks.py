@@ -1,9 +1,10 @@
-"""helpers.gpu_checks: the GPU reference's measuring checks (run end to end, at toy sizes, by
+"""helpers.programs.gpu_checks: the GPU reference's measuring checks (run end to end, at toy sizes,
+by
 tests/helpers/test_gpu_reference.py)."""
 
 from __future__ import annotations
 
-from helpers import gpu_checks
+from helpers.programs import gpu_checks
 
 
 def test_the_batch_sweep_goes_up_to_the_cap():

@@ -1,5 +1,6 @@
-"""The GPU edition: ``helpers.gpu_reference`` (``make gpu-reference``) end to end on the CPU at
-tiny sizes, and ``helpers.gpu_edition.show_edition`` with and without files.
+"""The GPU edition: ``helpers.programs.gpu_reference`` (``make gpu-reference``) end to end on the
+CPU at
+tiny sizes, and ``helpers.measuring.gpu_edition.show_edition`` with and without files.
 
 What the end-to-end run covers: every measuring step (chapters 4-7, in the script's own
 process: ``--no-isolation``, since a torch import per step would cost the test most of its
@@ -27,7 +28,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from PIL import Image
 
-from helpers import gpu_edition, gpu_reference, machine
+from helpers.measuring import gpu_edition, machine
+from helpers.programs import gpu_reference
 
 EXECUTED = "04_timing"
 @pytest.fixture(scope="session")
@@ -43,8 +45,8 @@ def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if not (root / "done").exists():
             root.mkdir(exist_ok=True)
             done = subprocess.run(
-                [sys.executable, "-m", "helpers.gpu_reference", "--device", "cpu", "--tiny",
-                 "--no-isolation", "--notebooks", EXECUTED, "--out", str(out), "--pack",
+                [sys.executable, "-m", "helpers.programs.gpu_reference", "--device", "cpu",
+                 "--tiny", "--no-isolation", "--notebooks", EXECUTED, "--out", str(out), "--pack",
                  str(pack)],
                 capture_output=True, text=True, timeout=600,  # a hang guard, not a speed test
                 env={**os.environ, machine.LLC_ENV: "8MiB"},

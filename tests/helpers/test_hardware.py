@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import hardware
+from helpers.counting import hardware
 
 MiB, GiB = 2**20, 2**30
 

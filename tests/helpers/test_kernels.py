@@ -1,4 +1,4 @@
-"""helpers.kernels: every kernel computes F.linear, and the race picks the fastest."""
+"""helpers.measuring.kernels: every kernel computes F.linear, and the race picks the fastest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import kernels, timing
+from helpers.measuring import kernels, timing
 
 TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 3e-3}  # mantissa bits: 23, 8, 10
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from helpers import hardware, latency, memory, models, roofline
+from helpers.counting import hardware, latency, memory, models, roofline
 
 QWEN = models.get("Qwen2.5-7B")
 H100 = hardware.get("H100 SXM")

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from helpers import latency
+from helpers.counting import latency
 
 
 def test_interpolate_is_linear_inside_and_flat_outside():

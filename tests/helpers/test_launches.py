@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from helpers import launches, models
+from helpers.counting import models
+from helpers.decoder import launches
 from helpers.decoder.model import random_decoder
 from helpers.decoder.paged_step import PagedEntry
 

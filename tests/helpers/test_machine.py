@@ -7,7 +7,7 @@ import glob
 import pytest
 import torch
 
-from helpers import machine
+from helpers.measuring import machine
 
 MiB = 2**20
 

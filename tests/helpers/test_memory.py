@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import flops, memory, models
-from helpers.models import ModelConfig
+from helpers.counting import flops, memory, models
+from helpers.counting.models import ModelConfig
 
 
 def test_dtype_bytes():
@@ -83,7 +83,7 @@ def test_bad_sizes(args):
 def test_max_concurrent_sequences_worked_number():
     """docs/sources.md: Qwen2.5-7B bf16 on H200 (141 GiB) at S = 1024: 2,318 sequences, 2,307
     with the 143,771 MiB CUDA sees, and 2,141 if "141 GB" is misread as decimal."""
-    from helpers import hardware
+    from helpers.counting import hardware
 
     h200 = hardware.get("H200 SXM")
     fits = memory.max_concurrent_sequences(models.get("Qwen2.5-7B"), h200.memory_bytes, 1024)
@@ -169,7 +169,7 @@ def test_config_kv_cache_bytes_defaults_as_transformers():
 def test_longest_context_inverts_the_capacity():
     """The longest context is the last one at which max_concurrent_sequences still fits the
     users; a window that fits makes any length fit; no room gives 0."""
-    from helpers import hardware
+    from helpers.counting import hardware
 
     h100 = hardware.get("H100 SXM").memory_bytes
     for name, users, weights, cache in (("Qwen2.5-7B", 32, "bf16", "bf16"),

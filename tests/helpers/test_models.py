@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers import models
-from helpers.models import ModelConfig, RopeScaling
+from helpers.counting import models
+from helpers.counting.models import ModelConfig, RopeScaling
 
 LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}

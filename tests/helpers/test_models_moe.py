@@ -7,10 +7,11 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
-from helpers import flops, hardware, memory, models, roofline, serving
+from helpers import serving
+from helpers.counting import flops, hardware, memory, models, roofline
+from helpers.counting.models import ModelConfig
 from helpers.decoder.kv_cache import KVCache, PagedKVCache
 from helpers.decoder.model import Decoder
-from helpers.models import ModelConfig
 from helpers.widgets import flops as flops_widget
 
 # From each model's config.json (docs/sources.md), in the loader's input form.

@@ -1,5 +1,5 @@
-"""Tensor parallelism (chapter 10): the ring and roofline arithmetic (helpers.tensor_parallel)
-worked by hand, and the sharded decoder (helpers.parallel) run over two gloo processes
+"""Tensor parallelism (chapter 10): the ring and roofline arithmetic (helpers.parallel.sharding)
+worked by hand, and the sharded decoder (helpers.parallel.distributed) run over two gloo processes
 against the unsharded one. Three launches in all (spawning costs seconds each): one run
 whose logits and timings several tests read, one with an injected failure, one timed out."""
 
@@ -8,12 +8,13 @@ import multiprocessing
 import pytest
 import torch
 
-from helpers import hardware, latency, models, parallel, tensor_parallel
-from helpers.tensor_parallel import Link
+from helpers.counting import hardware, latency, models
+from helpers.parallel import distributed, sharding
+from helpers.parallel.sharding import Link
 
 LLAMA_70B = models.get("Llama-3.1-70B")
 H100 = hardware.get("H100 SXM")
-NVLINK = tensor_parallel.link("NVLink 4")
+NVLINK = sharding.link("NVLink 4")
 
 # Small enough to run in a blink; q/k/v biases and tied embeddings on, so every slice and the
 # tie are exercised; 4 query heads on 2 KV heads (GQA) split 2 ways.
@@ -26,17 +27,17 @@ TINY = models.ModelConfig(name="tiny", model_type="qwen2", hidden=64, intermedia
 
 
 def test_shard_config_splits_heads_and_intermediate():
-    part = tensor_parallel.shard_config(LLAMA_70B, 8)
+    part = sharding.shard_config(LLAMA_70B, 8)
     assert (part.n_q_heads, part.n_kv_heads, part.intermediate) == (8, 1, 3584)
     assert (part.hidden, part.layers, part.vocab, part.head_dim) == (8192, 80, 128256, 128)
-    assert tensor_parallel.shard_config(LLAMA_70B, 1) is LLAMA_70B
-    assert tensor_parallel.degrees(LLAMA_70B, 16) == [1, 2, 4, 8]  # 8 KV heads cap T at 8
+    assert sharding.shard_config(LLAMA_70B, 1) is LLAMA_70B
+    assert sharding.degrees(LLAMA_70B, 16) == [1, 2, 4, 8]  # 8 KV heads cap T at 8
     # Past T = 8, vLLM's way: each chip keeps a copy of the one KV head its 4 query heads use.
-    part = tensor_parallel.shard_config(LLAMA_70B, 16, replicate_kv=True)
+    part = sharding.shard_config(LLAMA_70B, 16, replicate_kv=True)
     assert (part.n_q_heads, part.n_kv_heads, part.intermediate) == (4, 1, 1792)
-    assert tensor_parallel.degrees(LLAMA_70B, 64, replicate_kv=True) == [1, 2, 4, 8, 16, 32, 64]
+    assert sharding.degrees(LLAMA_70B, 64, replicate_kv=True) == [1, 2, 4, 8, 16, 32, 64]
     with pytest.raises(ValueError, match="n_kv_heads=8 is not divisible by T=16"):
-        tensor_parallel.shard_config(LLAMA_70B, 16)
+        sharding.shard_config(LLAMA_70B, 16)
 
 
 @pytest.mark.parametrize(("field", "value"), [("n_kv_heads", 3), ("intermediate", 97)])
@@ -44,37 +45,37 @@ def test_shard_config_refuses_indivisible(field, value):
     heads = {"n_q_heads": 6, "n_kv_heads": 3} if field == "n_kv_heads" else {}
     cfg = models.ModelConfig(**{**TINY.__dict__, **heads, field: value})
     with pytest.raises(ValueError, match=f"{field}={value} is not divisible by T=2"):
-        tensor_parallel.shard_config(cfg, 2)
+        sharding.shard_config(cfg, 2)
     with pytest.raises(ValueError, match="not divisible"):  # refused before any process starts
-        parallel.run_tensor_parallel(cfg, 2, torch.zeros(1, 2, dtype=torch.long),
+        distributed.run_tensor_parallel(cfg, 2, torch.zeros(1, 2, dtype=torch.long),
                                      torch.zeros(1, 1, dtype=torch.long))  # fmt: skip
     assert multiprocessing.active_children() == []
 
 
 def test_allreduce_bytes_llama_70b_decode():
     # One token's hidden vector of 8192 bf16 values, twice a layer over 80 layers.
-    assert tensor_parallel.allreduce_bytes(LLAMA_70B, 1) == 16_384
-    assert tensor_parallel.step_allreduce_bytes(LLAMA_70B, 1) == 2_621_440
+    assert sharding.allreduce_bytes(LLAMA_70B, 1) == 16_384
+    assert sharding.step_allreduce_bytes(LLAMA_70B, 1) == 2_621_440
     # Prefill of a batch of 4 prompts of 512 tokens, in fp32.
-    assert tensor_parallel.allreduce_bytes(LLAMA_70B, 4 * 512, "fp32") == 2048 * 8192 * 4
+    assert sharding.allreduce_bytes(LLAMA_70B, 4 * 512, "fp32") == 2048 * 8192 * 4
 
 
 def test_ring_allreduce_seconds_by_hand():
     # T = 4: each chip sends 2·3/4 = 1.5 of the bytes: 1.5 GB at 100 GB/s is 15 ms,
     # plus 2·3 = 6 hops of 1 µs and 5 µs once.
-    assert tensor_parallel.ring_allreduce_seconds(1e9, 4, 100e9) == pytest.approx(0.015)
-    assert tensor_parallel.ring_allreduce_seconds(1e9, 4, 100e9, 1e-6, 5e-6) == pytest.approx(
+    assert sharding.ring_allreduce_seconds(1e9, 4, 100e9) == pytest.approx(0.015)
+    assert sharding.ring_allreduce_seconds(1e9, 4, 100e9, 1e-6, 5e-6) == pytest.approx(
         0.015 + 11e-6)
-    assert tensor_parallel.ring_allreduce_seconds(1e9, 1, 100e9, 1e-6, 5e-6) == 0.0
+    assert sharding.ring_allreduce_seconds(1e9, 1, 100e9, 1e-6, 5e-6) == 0.0
     with pytest.raises(ValueError):
-        tensor_parallel.ring_allreduce_seconds(1e9, 2, 0.0)
+        sharding.ring_allreduce_seconds(1e9, 2, 0.0)
 
 
 def test_step_allreduce_seconds_llama_70b_tp8_nvlink():
     # 6.6 µs + 14 hops × 0.6 µs + 14/8 × 16,384 B / 450 GB/s = 15.0637 µs, 160 times a token.
     one = 6.6e-6 + 14 * 0.6e-6 + 14 / 8 * 16_384 / 450e9
     assert one == pytest.approx(15.0637e-6, rel=1e-5)
-    assert tensor_parallel.step_allreduce_seconds(LLAMA_70B, NVLINK, 8, 1) == pytest.approx(
+    assert sharding.step_allreduce_seconds(LLAMA_70B, NVLINK, 8, 1) == pytest.approx(
         160 * one)
 
 
@@ -85,7 +86,7 @@ def test_tp_decode_step_by_hand():
                              layers=1, n_q_heads=2, n_kv_heads=2, head_dim=2, vocab=10,
                              tied_embeddings=False, qkv_bias=False)  # fmt: skip
     ideal = Link("ideal", 1e9, 0.0, 0.0, "test")
-    parts = tensor_parallel.tp_decode_step(cfg, H100, ideal, 2, batch=1, context=0)
+    parts = sharding.tp_decode_step(cfg, H100, ideal, 2, batch=1, context=0)
     # Weights: 2·(k + kn + n) bytes a matmul of one token: q, k, v, o 28 each, gate, up and
     # down 48 each, the LM head 108, the embedding row 8: 372 B. Attention: q and the output
     # (2 + 2), one cached K and V (2 + 2) read, K and V (2 + 2) written: 12 values, 24 B.
@@ -93,13 +94,13 @@ def test_tp_decode_step_by_hand():
     assert parts["attention"] == pytest.approx(24 / 3.35e12)
     # Two all-reduces of 4 bf16 values (8 B), each sending 2·1/2 × 8 B at 1 GB/s.
     assert parts["all_reduce"] == pytest.approx(2 * 8 / 1e9)
-    assert tensor_parallel.tp_tpot(cfg, H100, ideal, 2, 0) == pytest.approx(sum(parts.values()))
+    assert sharding.tp_tpot(cfg, H100, ideal, 2, 0) == pytest.approx(sum(parts.values()))
 
 
 def test_one_chip_is_the_single_chip_roofline():
-    assert tensor_parallel.tp_tpot(LLAMA_70B, H100, NVLINK, 1, 1024) == pytest.approx(
+    assert sharding.tp_tpot(LLAMA_70B, H100, NVLINK, 1, 1024) == pytest.approx(
         latency.tpot(LLAMA_70B, H100, 1024))
-    assert tensor_parallel.tp_ttft(LLAMA_70B, H100, NVLINK, 1, 512) == pytest.approx(
+    assert sharding.tp_ttft(LLAMA_70B, H100, NVLINK, 1, 512) == pytest.approx(
         latency.ttft(LLAMA_70B, H100, 512))
 
 
@@ -107,30 +108,30 @@ def test_best_degree_is_where_more_chips_stop_helping():
     free = Link("free", 1e30, 0.0, 0.0, "test")
     slow = Link("slow", 1e6, 1e-3, 0.0, "test")
     # With free all-reduces the weights' read keeps falling: use every chip allowed.
-    assert tensor_parallel.best_degree(LLAMA_70B, H100, free, 1024, max_ranks=8) == 8
+    assert sharding.best_degree(LLAMA_70B, H100, free, 1024, max_ranks=8) == 8
     # With a millisecond a hop, 160 all-reduces a token outweigh any saving.
-    assert tensor_parallel.best_degree(LLAMA_70B, H100, slow, 1024, max_ranks=8) == 1
-    best = tensor_parallel.best_degree(LLAMA_70B, H100, NVLINK, 1024, max_ranks=8)
-    tpots = {t: tensor_parallel.tp_tpot(LLAMA_70B, H100, NVLINK, t, 1024) for t in (1, 2, 4, 8)}
+    assert sharding.best_degree(LLAMA_70B, H100, slow, 1024, max_ranks=8) == 1
+    best = sharding.best_degree(LLAMA_70B, H100, NVLINK, 1024, max_ranks=8)
+    tpots = {t: sharding.tp_tpot(LLAMA_70B, H100, NVLINK, t, 1024) for t in (1, 2, 4, 8)}
     assert tpots[best] == min(tpots.values())
 
 
 def test_fit_ring_recovers_a_known_link():
     # T = 2: each rank sends 2·1/2 = 1 × n; 20 µs a call, 1 GB/s.
     sizes = [1e3, 1e4, 1e5, 1e6]
-    fitted = tensor_parallel.fit_ring(sizes, [20e-6 + n / 1e9 for n in sizes], 2)
+    fitted = sharding.fit_ring(sizes, [20e-6 + n / 1e9 for n in sizes], 2)
     assert fitted.bandwidth == pytest.approx(1e9)
     assert fitted.hop_latency == pytest.approx(10e-6)  # 20 µs over 2(T − 1) = 2 hops
     with pytest.raises(ValueError, match="two distinct sizes"):
-        tensor_parallel.fit_ring([1e3, 1e3], [1e-5, 2e-5], 2)
+        sharding.fit_ring([1e3, 1e3], [1e-5, 2e-5], 2)
 
 
 # --- the sharded decoder, in this process ---------------------------------------------------
 
 
 def test_shards_partition_the_weights():
-    model = parallel.reference_decoder(TINY)
-    shards = [parallel.shard_decoder(model, rank, 2) for rank in range(2)]
+    model = distributed.reference_decoder(TINY)
+    shards = [distributed.shard_decoder(model, rank, 2) for rank in range(2)]
     full, halves = model.layers[1], [s.layers[1] for s in shards]
     for name in ("q", "k", "v"):
         glued = torch.cat([getattr(h.attention, name).weight for h in halves])
@@ -145,12 +146,12 @@ def test_shards_partition_the_weights():
         assert torch.equal(shard.embed.weight, model.embed.weight)
         assert shard.lm_head.weight is shard.embed.weight
     with pytest.raises(ValueError, match="rank must be in 0 … 1"):
-        parallel.shard_decoder(model, 2, 2)
+        distributed.shard_decoder(model, 2, 2)
 
 
 def test_one_rank_shard_is_the_decoder():
-    model = parallel.reference_decoder(TINY)
-    shard = parallel.shard_decoder(model, 0, 1)
+    model = distributed.reference_decoder(TINY)
+    shard = distributed.shard_decoder(model, 0, 1)
     ids = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(3))
     with torch.inference_mode():
         assert torch.equal(shard(ids)[0], model(ids)[0])
@@ -162,14 +163,14 @@ def test_one_rank_shard_is_the_decoder():
 @pytest.fixture(scope="module")
 def bench():
     """One launch: T = 2 over gloo, lone all-reduces timed, a prefill and 3 decode steps."""
-    return parallel.benchmark(TINY, ranks=2, batch=2, prompt_tokens=7, steps=3, warmup=1,
+    return distributed.benchmark(TINY, ranks=2, batch=2, prompt_tokens=7, steps=3, warmup=1,
                               sizes=(1 << 12, 1 << 22), timeout=60)  # fmt: skip
 
 
 def test_sharded_logits_equal_the_unsharded(bench):
     run = bench.run
     assert (run.ranks, run.backend) == (2, "gloo")
-    model = parallel.reference_decoder(TINY)
+    model = distributed.reference_decoder(TINY)
     with torch.inference_mode():
         logits, cache = model(run.prompt, max_tokens=10)
         steps = []
@@ -212,7 +213,7 @@ def test_timings_hold_the_allreduces(bench):
     assert bench.lone_allreduce == run.allreduce_times[bench.message] > 0
     assert bench.link.bandwidth > 0 and bench.link.hop_latency >= 0
     assert bench.predicted_allreduce == pytest.approx(
-        tensor_parallel.step_allreduce_seconds(TINY, bench.link, 2, 2, "fp32"))
+        sharding.step_allreduce_seconds(TINY, bench.link, 2, 2, "fp32"))
     assert bench.predicted_share == pytest.approx(bench.predicted_allreduce / bench.step)
     assert 0 < bench.share < 1 and bench.single_step > 0
     assert multiprocessing.active_children() == []
@@ -220,8 +221,8 @@ def test_timings_hold_the_allreduces(bench):
 
 def test_a_failing_rank_is_reported_and_nothing_is_left():
     ids = torch.zeros(1, 3, dtype=torch.long)
-    with pytest.raises(parallel.RankError) as caught:
-        parallel.run_tensor_parallel(TINY, 2, ids, ids, fail_rank=1, timeout=60)
+    with pytest.raises(distributed.RankError) as caught:
+        distributed.run_tensor_parallel(TINY, 2, ids, ids, fail_rank=1, timeout=60)
     assert list(caught.value.failures) == [1]
     message = str(caught.value)
     assert "rank 1" in message and "Traceback" in message
@@ -232,8 +233,8 @@ def test_a_failing_rank_is_reported_and_nothing_is_left():
 
 def test_a_silent_rank_times_out_and_is_killed():
     ids = torch.zeros(1, 3, dtype=torch.long)
-    with pytest.raises(parallel.RankError, match="no report within 0.2 s") as caught:
-        parallel.run_tensor_parallel(TINY, 2, ids, ids, timeout=0.2)  # less than a spawn
+    with pytest.raises(distributed.RankError, match="no report within 0.2 s") as caught:
+        distributed.run_tensor_parallel(TINY, 2, ids, ids, timeout=0.2)  # less than a spawn
     assert list(caught.value.failures) == [0, 1]
     assert multiprocessing.active_children() == []
 
@@ -253,7 +254,7 @@ def _attention_inputs(tokens, d, n_q, n_kv, head_dim, seed=0):
     (4, 4, 1, [[0, 1, 2, 3]])])
 def test_attention_partials_sum_to_the_layer(n_q, n_kv, ranks, held):
     x, wq, wk, wv, wo = _attention_inputs(5, 16, n_q, n_kv, 4)
-    partials, kv = parallel.attention_partials(x, wq, wk, wv, wo, n_q, n_kv, ranks)
+    partials, kv = distributed.attention_partials(x, wq, wk, wv, wo, n_q, n_kv, ranks)
     assert kv == held and len(partials) == ranks
     # the whole layer, by torch's own attention with grouped heads and a causal mask
     q = (x @ wq.T).view(5, n_q, 4).transpose(0, 1)
@@ -271,11 +272,11 @@ def test_moe_layer_by_hand():
     gate = torch.ones(2, 1, 1, dtype=torch.float64)
     up = torch.tensor([[[1.0]], [[2.0]]], dtype=torch.float64)
     down = torch.ones(2, 1, 1, dtype=torch.float64)
-    out, rows = parallel.moe_layer(x, router, gate, up, down, 1)
+    out, rows = distributed.moe_layer(x, router, gate, up, down, 1)
     assert rows == {1: 2}  # both tokens' largest logit is expert 1's
     silu = torch.nn.functional.silu
     torch.testing.assert_close(out, silu(x) * 2 * x)  # weight 1: the softmax of one logit
-    out, rows = parallel.moe_layer(x, router, gate, up, down, 2)
+    out, rows = distributed.moe_layer(x, router, gate, up, down, 2)
     assert rows == {0: 2, 1: 2}
     weights = torch.softmax(torch.cat([torch.zeros_like(x), x], dim=1), dim=1)
     torch.testing.assert_close(out, weights[:, :1] * silu(x) * x + weights[:, 1:] * silu(x) * 2 * x)

@@ -10,8 +10,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from helpers import cost, flops, hardware, latency, memory, models, roofline
-from helpers import tensor_parallel as tp
+from helpers.counting import flops, hardware, latency, memory, models, roofline
+from helpers.parallel import cost
+from helpers.parallel import sharding as tp
 
 H100 = hardware.get("H100 SXM")
 LLAMA = models.get("Llama-3.1-8B")

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from helpers import hardware, memory, models, serving
+from helpers import serving
+from helpers.counting import hardware, memory, models
 from helpers.serving import Scenario, ServingConfig
 
 SMALL = Scenario(requests=40)  # Qwen2.5-7B, 2 x H100 SXM, 40 requests/s, TTFT 0.5 s, TPOT 10 ms
@@ -91,7 +92,7 @@ def test_plan_chooses_the_best_goodput_and_reports_it():
 
 def test_request_work_is_what_torch_would_count():
     # A request's FLOPs, scheduled any way: its prefill and each decode at its own context.
-    from helpers.flops import forward_flops
+    from helpers.counting.flops import forward_flops
 
     cfg = models.get("Qwen2.5-7B")
     steps = serving.RooflineSteps(cfg, hardware.get("H100 SXM"))

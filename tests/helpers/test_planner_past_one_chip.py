@@ -7,11 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import hardware, memory, models, serving, tensor_parallel
+from helpers import serving
+from helpers.counting import hardware, memory, models
+from helpers.parallel import sharding
 from helpers.serving import RooflineSteps, Scenario, ServingConfig, Step
 from helpers.widgets import planner as planner_widget
 
-NVLINK = tensor_parallel.link("NVLink 4")
+NVLINK = sharding.link("NVLink 4")
 H100 = hardware.get("H100 SXM")
 
 
@@ -27,10 +29,10 @@ def test_one_chip_and_the_weights_dtype_are_the_step_model_of_chapters_7_to_9():
 @pytest.mark.parametrize("batch, context", [(1, 4096), (32, 2048)])
 def test_a_sharded_decode_step_is_chapter_10s_tp_decode_step(ranks, batch, context):
     """One chip's share on the roofline plus the step's all-reduces: the same sum as
-    ``tensor_parallel.tp_decode_step``, which chapter 10 prints."""
+    ``sharding.tp_decode_step``, which chapter 10 prints."""
     cfg = models.get("Llama-3.1-70B")
     steps = RooflineSteps(cfg, H100, tp=ranks, link=NVLINK)
-    parts = tensor_parallel.tp_decode_step(cfg, H100, NVLINK, ranks, batch, context)
+    parts = sharding.tp_decode_step(cfg, H100, NVLINK, ranks, batch, context)
     assert steps(Step((), batch, batch * context, batch)) == pytest.approx(sum(parts.values()),
                                                                           rel=1e-12)
     run = steps.decode_run(batch, batch * context, 3)
@@ -44,8 +46,8 @@ def test_a_prefill_step_pays_its_all_reduces_of_every_prompt_token():
     cfg = models.get("Llama-3.1-70B")
     steps = RooflineSteps(cfg, H100, tp=4, link=NVLINK)
     prompt = Step(((2048, 0),), 0, 0, 1)
-    reduce = tensor_parallel.step_allreduce_seconds(cfg, NVLINK, 4, 2048)
-    without = RooflineSteps(tensor_parallel.shard_config(cfg, 4), H100)(prompt)
+    reduce = sharding.step_allreduce_seconds(cfg, NVLINK, 4, 2048)
+    without = RooflineSteps(sharding.shard_config(cfg, 4), H100)(prompt)
     assert steps(prompt) == pytest.approx(without + reduce, rel=1e-12)
 
 
@@ -74,7 +76,7 @@ def test_a_model_too_big_for_one_chip_is_refused_there_and_served_by_several():
         serving.roofline_engine("Llama-3.1-70B", "H100 SXM")
     cfg = models.get("Llama-3.1-70B")
     _, kv = serving.roofline_engine("Llama-3.1-70B", "H100 SXM", "bf16", 2)
-    shard = tensor_parallel.shard_config(cfg, 2)
+    shard = sharding.shard_config(cfg, 2)
     room = H100.memory_bytes - memory.weight_bytes(shard, "bf16")
     assert kv.capacity_tokens == int(room // memory.kv_bytes_per_token(shard, "bf16")) > 0
 

@@ -1,4 +1,4 @@
-"""helpers.plots.plot_roofline: the roof, the ridge and the points, as data and as drawn."""
+"""helpers.widgets.plots.plot_roofline: the roof, the ridge and the points, as data and as drawn."""
 
 import matplotlib
 
@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware  # noqa: E402
-from helpers.plots import plot_roofline, roof  # noqa: E402
+from helpers.counting import hardware  # noqa: E402
+from helpers.widgets.plots import plot_roofline, roof  # noqa: E402
 
 H100 = hardware.get("H100 SXM")
 

@@ -1,4 +1,4 @@
-"""helpers.published: published GPU figures never beat the book's roofline, each is cited,
+"""helpers.counting.published: published GPU figures never beat the book's roofline, each is cited,
 and the bounds are the values the formulas give by hand (issue 39)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from helpers import published
-from helpers.flops import forward_flops, param_count
-from helpers.hardware import get as chip
-from helpers.latency import end_to_end, tpot
-from helpers.memory import forward_bytes
-from helpers.models import get as preset
-from helpers.tensor_parallel import link, tp_tpot
+from helpers.counting import published
+from helpers.counting.flops import forward_flops, param_count
+from helpers.counting.hardware import get as chip
+from helpers.counting.latency import end_to_end, tpot
+from helpers.counting.memory import forward_bytes
+from helpers.counting.models import get as preset
+from helpers.parallel.sharding import link, tp_tpot
 
 ROWS = published.rows()
 TABLE = published.table()

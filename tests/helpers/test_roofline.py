@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import flops, hardware, models, roofline
+from helpers.counting import flops, hardware, models, roofline
 
 QWEN = models.get("Qwen2.5-7B")
 H100 = hardware.get("H100 SXM")

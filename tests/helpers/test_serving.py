@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import hardware, latency, memory, models, roofline, serving
+from helpers import serving
+from helpers.counting import hardware, latency, memory, models, roofline
 from helpers.serving import KVMemory, LinearSteps, Request, Step, simulate
 from helpers.serving.spec import spec_expected_tokens
 
@@ -284,7 +285,7 @@ def test_roofline_mixed_step_is_the_sum_of_its_three_parts():
     # Counted directly: the linears over 300 + 200 + 5 tokens with the LM head on 6 rows
     # (5 decodes, 1 completed prompt); the two chunks' causal attention; the decodes'
     # attention at context 1000 each. Each part on the roofline; the times add.
-    from helpers.flops import forward_flops, matmul_flops
+    from helpers.counting.flops import forward_flops, matmul_flops
 
     def attn(ops):
         return ops["attn_scores"] + ops["attn_values"]

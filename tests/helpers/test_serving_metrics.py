@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers import latency
+from helpers.counting import latency
 from helpers.serving import metrics
 
 

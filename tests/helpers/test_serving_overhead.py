@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers import hardware, models
+from helpers.counting import hardware, models
 from helpers.serving import KVMemory, Request, RooflineSteps, Step, simulate
 
 QWEN = models.get("Qwen2.5-0.5B")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import models
+from helpers.counting import models
 from helpers.decoder.model import random_decoder
 from helpers.serving import KVMemory, LinearSteps, Request, simulate
 from helpers.serving.real import serve_real

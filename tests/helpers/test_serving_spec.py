@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import hardware, memory, models, serving
+from helpers import serving
+from helpers.counting import hardware, memory, models
 from helpers.serving import spec
 
 

@@ -3,7 +3,8 @@ roofline engine they run on (``serving.roofline_engine``)."""
 
 import pytest
 
-from helpers import hardware, memory, models, serving
+from helpers import serving
+from helpers.counting import hardware, memory, models
 from helpers.serving import RooflineSteps, Step
 
 

@@ -4,7 +4,7 @@ in a whole simulation."""
 import numpy as np
 import pytest
 
-from helpers import hardware, models
+from helpers.counting import hardware, models
 from helpers.serving import (
     KVMemory,
     PhaseShare,

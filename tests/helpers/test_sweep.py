@@ -1,4 +1,4 @@
-"""helpers.sweep: shapes and scales, FLOP/byte accounting, measured points, predictions,
+"""helpers.measuring.sweep: shapes and scales, FLOP/byte accounting, measured points, predictions,
 reconciled ceilings and the paired decode check."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from helpers import kernels, machine, models, sweep, sweep_record, timing
-from helpers.ceilings import Ceilings
+from helpers.counting import models
+from helpers.measuring import kernels, machine, sweep, sweep_record, timing
+from helpers.measuring.ceilings import Ceilings
 
 # Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
 FAKE = Ceilings(

@@ -1,4 +1,4 @@
-"""helpers.sweep_record: a sweep's results record and what is read from it (one layer's
+"""helpers.measuring.sweep_record: a sweep's results record and what is read from it (one layer's
 points, the measured ridge, the knee in tokens), on synthetic records of known shape."""
 
 import math
@@ -6,7 +6,8 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from helpers import latency, roofline, sweep, sweep_record, timing
+from helpers.counting import latency, roofline
+from helpers.measuring import sweep, sweep_record, timing
 
 PEAK = {"fp32": 1e11, "bf16": 4e11}
 BANDWIDTH = 1e10
@@ -115,7 +116,7 @@ def test_a_full_size_compute_bound_point_sets_the_compute_end_before_a_scaled_on
 
 
 def test_sweep_results_round_trips_dataclasses():
-    from helpers.sweep import SweepPoint
+    from helpers.measuring.sweep import SweepPoint
 
     class FakeCeilings:
         device, device_name, torch_version = "cpu", "x", "2.13"
@@ -130,7 +131,7 @@ def test_sweep_results_round_trips_dataclasses():
 
 
 def test_roofline_results_is_an_ideal_device():
-    from helpers import hardware
+    from helpers.counting import hardware
 
     ideal = sweep_record.roofline_results("Qwen2.5-7B", "H100 SXM", ("bf16",), tokens=[1, 64, 4096])
     assert ideal["device"] == "roofline" and "not measured" in ideal["device_name"]

@@ -1,4 +1,4 @@
-"""helpers.timing: real timings of known-duration callables, real cache rotation."""
+"""helpers.measuring.timing: real timings of known-duration callables, real cache rotation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import machine, timing
+from helpers.measuring import machine, timing
 
 MiB = 2**20
 

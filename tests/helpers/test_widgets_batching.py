@@ -7,7 +7,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware, memory, models, roofline  # noqa: E402
+from helpers.counting import (
+    hardware,
+    memory,
+    models,
+    roofline,  # noqa: E402
+)
 from helpers.widgets.batching import (  # noqa: E402
     BatchControls,
     batch_curve,

@@ -7,7 +7,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import flops, models  # noqa: E402
+from helpers.counting import (
+    flops,
+    models,  # noqa: E402
+)
 from helpers.widgets import flops as widget  # noqa: E402
 from helpers.widgets.flops import AttentionControls  # noqa: E402
 

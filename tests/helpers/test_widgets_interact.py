@@ -20,7 +20,8 @@ from IPython.core.pylabtools import select_figure_formats
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from helpers import cache_sweep, hardware, latency, models, sweep_record
+from helpers.counting import hardware, latency, models
+from helpers.measuring import cache_sweep, sweep_record
 from helpers.widgets import (
     batching,
     flops,

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import latency  # noqa: E402
+from helpers.counting import latency  # noqa: E402
 from helpers.widgets.latency import (  # noqa: E402
     LatencyControls,
     draw_latency_breakdown,

@@ -6,9 +6,10 @@ import math
 import matplotlib
 import pytest
 
-from helpers import latency, models, roofline, sweep, sweep_record, timing
-from helpers.ceilings import Ceilings
-from helpers.roofline import gemm_intensity
+from helpers.counting import latency, models, roofline
+from helpers.counting.roofline import gemm_intensity
+from helpers.measuring import sweep, sweep_record, timing
+from helpers.measuring.ceilings import Ceilings
 from helpers.widgets import matmuls
 
 matplotlib.use("Agg")

@@ -7,7 +7,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware, memory, models  # noqa: E402
+from helpers.counting import (
+    hardware,
+    memory,
+    models,  # noqa: E402
+)
 from helpers.widgets.memory import (  # noqa: E402
     GB,
     MemoryControls,

@@ -6,8 +6,12 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from helpers import cost, hardware, models  # noqa: E402
-from helpers import tensor_parallel as tp  # noqa: E402
+from helpers.counting import (
+    hardware,
+    models,  # noqa: E402
+)
+from helpers.parallel import cost
+from helpers.parallel import sharding as tp  # noqa: E402
 from helpers.widgets.figures import new_figure  # noqa: E402
 from helpers.widgets.parallel import (  # noqa: E402
     DeploymentControls,

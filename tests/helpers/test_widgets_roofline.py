@@ -7,8 +7,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import flops, hardware, memory, models, roofline  # noqa: E402
-from helpers.latency import prefill_time  # noqa: E402
+from helpers.counting import (
+    flops,
+    hardware,
+    memory,
+    models,
+    roofline,  # noqa: E402
+)
+from helpers.counting.latency import prefill_time  # noqa: E402
 from helpers.widgets import roofline as widget  # noqa: E402
 from helpers.widgets.roofline import RooflineControls  # noqa: E402
 

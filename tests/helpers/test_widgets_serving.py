@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import hardware, memory, models, serving  # noqa: E402
+from helpers import serving  # noqa: E402
+from helpers.counting import hardware, memory, models
 from helpers.serving import RooflineSteps, Step, spec  # noqa: E402
 from helpers.widgets import serving as widget  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Chapter 4's cache sweep read (``helpers.cache_sweep``) and its explorer's callback: measured
+"""Chapter 4's cache sweep read (``helpers.measuring.cache_sweep``) and its explorer's callback:
+measured
 times in, points, table and figure out."""
 
 import matplotlib
@@ -8,7 +9,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import cache_sweep, timing  # noqa: E402
+from helpers.measuring import (
+    cache_sweep,
+    timing,  # noqa: E402
+)
 from helpers.widgets import timing as widget  # noqa: E402
 from helpers.widgets.timing import CacheControls  # noqa: E402
 
@@ -159,7 +163,7 @@ def test_sweep_plan_reaches_four_times_the_cache():
 
 
 def test_measured_cache_sweep_becomes_points(capsys):
-    seconds = timing.cache_sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01,
+    seconds = cache_sweep.sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01,
                                          progress=True)  # fmt: skip
     bar = capsys.readouterr().err
     assert "cache sweep: 100%" in bar and "2/2" in bar, bar
@@ -167,7 +171,7 @@ def test_measured_cache_sweep_becomes_points(capsys):
     assert [p.copies for p in pts] == [1, 2]
     assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
     with pytest.raises(ValueError, match="at least one count"):
-        timing.cache_sweep_seconds("cpu", 64 * 1024, [])
+        cache_sweep.sweep_seconds("cpu", 64 * 1024, [])
 
 
 def test_time_rotating_cycles_through_every_input_set():

@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from helpers import sweep_record
+from helpers.measuring import sweep_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 0.10

@@ -2,7 +2,7 @@
 carry the ``cache_size`` marker, so that they run whole in the cache matrix, once at each
 ``TEXTBOOK_LLC_BYTES`` (8 MiB, 260 MiB, 1 GiB), and not again at the host's size.
 
-Why: those two chapters time memory through ``helpers.timing``'s cache defeat, whose plan
+Why: those two chapters time memory through ``helpers.measuring.timing``'s cache defeat, whose plan
 (how many copies to rotate, or a flush) follows the cache size in force; the others read
 no cache size. nbval's run of them is then the one whole run that checks both that every
 cell runs and that the stored outputs reproduce at each size.

@@ -21,8 +21,8 @@ Three rules hold whatever the doc says, because the code depends on them:
 - ``helpers/`` never imports ``grading/``: the grader imports helpers' files to sandbox them;
 - ``grading/sandbox_runner.py`` imports nothing of ``helpers/`` or ``grading/``: it is
   mounted into the sandbox alone;
-- ``helpers/widgets/`` imports only the formulas, measuring, simulators and drawing floors:
-  a widget calls the library and draws.
+- ``helpers/widgets/`` imports only the counting, measuring, parallel, serving and widgets
+  floors: a widget calls the library and draws.
 
 And the doc's drawing convention (its ``helpers/widgets/`` paragraph), checked on the code
 (``widget_violations``): every explorer module defines ``show_x`` callbacks that take the
@@ -49,7 +49,7 @@ HEADER = ["floor", "rooms", "what", "may import"]
 NOTHING = "nothing"
 SANDBOX_RUNNER = "grading/sandbox_runner.py"
 WIDGETS = "helpers/widgets/"
-WIDGET_FLOORS = ("formulas", "measuring", "simulators", "drawing")
+WIDGET_FLOORS = ("counting", "measuring", "parallel", "serving", "widgets")
 
 
 @dataclass(frozen=True)
@@ -302,10 +302,10 @@ TINY_DOC = """\
 | floor | rooms | what | may import |
 |---|---|---|---|
 | package | `helpers/__init__.py`, `grading/__init__.py` | docstrings | nothing |
-| formulas | `helpers/flops.py`, `helpers/memory.py` | pure | formulas |
-| measuring | `helpers/timing.py` | clocks | formulas |
-| drawing | `helpers/widgets/` | explorers | formulas, measuring |
-| programs | `helpers/bench.py` | the CLI | formulas, drawing |
+| counting | `helpers/flops.py`, `helpers/memory.py` | pure | counting |
+| measuring | `helpers/timing.py` | clocks | counting |
+| widgets | `helpers/widgets/` | explorers | counting, measuring |
+| programs | `helpers/bench.py` | the CLI | counting, widgets |
 | grader | `grading/grader.py` | grades | package, sandbox |
 | sandbox | `grading/sandbox_runner.py`, `grading/stubs.py` | runs a question | nothing |
 """
@@ -325,7 +325,7 @@ TINY_TREE = {
     "grading/stubs.py": "",
     "grading/sandbox_runner.py": "import json\n",
 }
-FORMULAS_ROW = "| formulas | `helpers/flops.py`, `helpers/memory.py` | pure | formulas |"
+FORMULAS_ROW = "| counting | `helpers/flops.py`, `helpers/memory.py` | pure | counting |"
 
 
 def tiny(tmp_path: Path, changed: dict[str, str | None] | None = None, doc: str = TINY_DOC,
@@ -349,7 +349,7 @@ def test_an_import_inside_a_function_is_held_to_its_floor_once_a_line(tmp_path):
     memory = "from helpers.flops import count\n\ndef size():\n    from helpers.timing import a, b\n"
     found = tiny(tmp_path, {"helpers/memory.py": memory})
     assert found == [f"helpers/memory.py:4: imports helpers/timing.py (floor measuring), but floor "
-                     f"formulas may import only formulas ({DOC}:6)"]  # fmt: skip
+                     f"counting may import only counting ({DOC}:6)"]  # fmt: skip
 
 
 def test_a_cycle_between_rooms_is_named(tmp_path):
@@ -366,8 +366,8 @@ def test_a_cycle_inside_a_room_is_named(tmp_path):
 
 
 def test_helpers_never_imports_grading_even_where_the_doc_allows_it(tmp_path):
-    doc = TINY_DOC.replace("| the CLI | formulas, drawing |",
-                           "| the CLI | formulas, drawing, grader |")
+    doc = TINY_DOC.replace("| the CLI | counting, widgets |",
+                           "| the CLI | counting, widgets, grader |")
     bench = TINY_TREE["helpers/bench.py"] + "    import grading.grader\n"
     found = tiny(tmp_path, {"helpers/bench.py": bench}, doc)
     assert found == ["helpers/bench.py:4: imports grading/grader.py: helpers never imports "
@@ -384,12 +384,12 @@ def test_the_sandbox_runner_imports_nothing_of_the_packages(tmp_path):
 
 
 def test_a_widget_importing_a_program_is_refused_even_where_the_doc_allows_it(tmp_path):
-    doc = TINY_DOC.replace("| explorers | formulas, measuring |",
-                           "| explorers | formulas, measuring, programs |")
+    doc = TINY_DOC.replace("| explorers | counting, measuring |",
+                           "| explorers | counting, measuring, programs |")
     widget = "from helpers import memory, timing\n\ndef draw():\n    from helpers import bench\n"
     found = tiny(tmp_path, {"helpers/widgets/view.py": widget}, doc)
     assert ("helpers/widgets/view.py:4: imports helpers/bench.py: floor programs: widgets "
-            "import only the floors formulas, measuring, simulators, drawing") in found
+            "import only the floors counting, measuring, parallel, serving, widgets") in found
 
 
 def test_another_modules_private_name_is_refused(tmp_path):
@@ -404,7 +404,7 @@ def test_another_modules_private_name_is_refused(tmp_path):
 
 def test_a_floor_that_may_import_another_it_does_not_is_named(tmp_path):
     found = tiny(tmp_path, {"helpers/widgets/view.py": "from helpers import memory\n"})
-    assert found == [f"{DOC}:8: floor drawing may import measuring, but none of its rooms "
+    assert found == [f"{DOC}:8: floor widgets may import measuring, but none of its rooms "
                      "imports a room of measuring: remove it"]  # fmt: skip
 
 
@@ -416,15 +416,15 @@ def test_rooms_and_modules_the_doc_does_not_know_are_named(tmp_path):
         f"{DOC}:7: room `helpers/timing.py` is not in the code: remove it",
         "helpers/kernels.py:1: imports helpers.gone, which is no module",
         "helpers/widgets/view.py:1: imports helpers.timing, which is no module",
-        f"{DOC}:7: floor measuring may import formulas, but none of its rooms imports a room "
-        "of formulas: remove it",
-        f"{DOC}:8: floor drawing may import measuring, but none of its rooms imports a room of "
+        f"{DOC}:7: floor measuring may import counting, but none of its rooms imports a room "
+        "of counting: remove it",
+        f"{DOC}:8: floor widgets may import measuring, but none of its rooms imports a room of "
         "measuring: remove it",
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("row", "problem"), [
-    (FORMULAS_ROW.replace("formulas |", "again |", 1), "`helpers/flops.py` is on floors"),
+    (FORMULAS_ROW.replace("counting |", "again |", 1), "`helpers/flops.py` is on floors"),
     ("| extra | `helpers/a/b.py` | deep | nothing |", "is not a module or package"),
     ("| extra | `helpers/x.py` | typo | formula |", "'formula', which is no floor"),
     ("| extra | `helpers/x.py` | short |", "a floor's row has 4 cells"),
@@ -436,7 +436,7 @@ def test_a_malformed_table_names_its_row(row, problem):
 
 # ---------------------------------------------------------------- the drawing convention
 
-WIDGET_HELPERS = ("__init__.py", "figures.py")  # the package and its figures, no explorer
+WIDGET_HELPERS = ("__init__.py", "figures.py", "plots.py")  # the package and its figures
 EXPERIMENT = re.compile(r"(time|run)_\w+|simulate\w*|\w+_sweep_seconds|plan_serving|serve_config"
                         r"|config_goodput|config_report|steady_check|roofline_engine|Step")
 """Calls that run an experiment (time, run or simulate something, search the planner's
@@ -542,3 +542,62 @@ def test_a_widget_that_keeps_the_convention_passes(tmp_path):
 def test_a_widget_that_breaks_the_convention_is_named(tmp_path, change, problem):
     found = _widget(tmp_path, GOOD_WIDGET.replace(*change))
     assert any(problem in line for line in found), found
+
+
+# The layout: the folder shows the floors (issue "a layout that shows the floors").
+
+TOP_LEVEL_LIMIT = 10  # entries of helpers/ besides __init__.py, data included
+LINE_LIMIT = 600  # lines a file may hold; the sandbox runner, mounted alone, is the exception
+
+
+def layout_problems(root: Path) -> list[str]:
+    """Where ``helpers/``'s folder does not show its floors: a module standing at its top
+    level instead of in a floor's package, a package that is no floor's room, more than
+    ``TOP_LEVEL_LIMIT`` entries, or a file of ``helpers/`` or ``grading/`` over ``LINE_LIMIT``
+    lines."""
+    floors = read_floors((root / DOC).read_text())
+    rooms = {room for floor in floors.values() for room in floor.rooms}
+    found = []
+    entries = sorted(p.name for p in (root / "helpers").iterdir()
+                     if p.name not in ("__init__.py", "__pycache__"))  # fmt: skip
+    if len(entries) > TOP_LEVEL_LIMIT:
+        found.append(f"helpers/ holds {len(entries)} entries, more than {TOP_LEVEL_LIMIT}: "
+                     f"{', '.join(entries)}")  # fmt: skip
+    for name in entries:
+        path = root / "helpers" / name
+        if path.suffix == ".py":
+            found.append(f"helpers/{name}: a module at the top level: move it into its floor's "
+                         "package")  # fmt: skip
+        elif path.is_dir() and (path / "__init__.py").exists() and f"helpers/{name}/" not in rooms:
+            found.append(f"helpers/{name}/: a package that is no floor's room in {DOC}")
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            lines = len(path.read_text().splitlines())
+            if lines > LINE_LIMIT and rel != SANDBOX_RUNNER:
+                found.append(f"{rel}: {lines} lines, over {LINE_LIMIT}: split it")
+    return found
+
+
+def test_the_folder_shows_the_floors():
+    found = layout_problems(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_the_layout_check_finds_a_top_level_module_and_a_long_file(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / DOC).write_text(
+        "| floor | rooms | what | may import |\n|---|---|---|---|\n"
+        "| package | `helpers/__init__.py` | docstring | nothing |\n"
+        "| counting | `helpers/counting/` | formulas | nothing |\n")
+    (tmp_path / "helpers" / "counting").mkdir(parents=True)
+    (tmp_path / "grading").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "counting" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "counting" / "flops.py").write_text("x = 1\n" * (LINE_LIMIT + 1))
+    (tmp_path / "helpers" / "timing.py").write_text("")
+    found = layout_problems(tmp_path)
+    assert found == ["helpers/timing.py: a module at the top level: move it into its floor's "
+                     "package",
+                     f"helpers/counting/flops.py: {LINE_LIMIT + 1} lines, over {LINE_LIMIT}: "
+                     "split it"]  # fmt: skip

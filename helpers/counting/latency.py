@@ -19,12 +19,12 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from helpers._validate import positive_int
-from helpers.flops import forward_flops
-from helpers.hardware import HardwareSpec
-from helpers.memory import dtype_bytes, forward_bytes, max_concurrent_sequences
-from helpers.models import ModelConfig
-from helpers.roofline import (
+from helpers.counting._validate import positive_int
+from helpers.counting.flops import forward_flops
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.memory import dtype_bytes, forward_bytes, max_concurrent_sequences
+from helpers.counting.models import ModelConfig
+from helpers.counting.roofline import (
     RooflineTime,
     decode_split,
     decode_split_weight_only,

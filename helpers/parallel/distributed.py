@@ -1,11 +1,11 @@
 """The book's decoder sharded over T processes with torch.distributed (chapter 10).
 
 ``shard_decoder`` cuts a ``helpers.decoder.model.Decoder`` Megatron-style (the arithmetic and its
-cost are ``helpers.tensor_parallel``): rank r keeps query heads, KV heads and intermediate
+cost are ``helpers.parallel.sharding``): rank r keeps query heads, KV heads and intermediate
 columns r/T … (r + 1)/T of q, k, v, gate and up (their rows, and q/k/v's biases), the
 matching input columns of o and down, and an all-reduce (sum) after o and after down makes
 each rank's partial output whole. The shard is an ordinary ``Decoder`` of the shard's config
-(``tensor_parallel.shard_config``), so its KV cache holds only its KV heads, and its o and
+(``sharding.shard_config``), so its KV cache holds only its KV heads, and its o and
 down are wrapped to all-reduce. The embedding, the norms and the LM head are replicated:
 every rank holds and computes them whole, so every rank ends with the full logits.
 
@@ -37,10 +37,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from helpers import tensor_parallel
+from helpers.counting.models import ModelConfig
 from helpers.decoder.model import Decoder, random_decoder
-from helpers.models import ModelConfig
-from helpers.timing import median_and_iqr
+from helpers.measuring.timing import median_and_iqr
+from helpers.parallel import sharding
 
 __all__ = ["RankError", "TPRun", "TPBenchmark", "shard_decoder", "reference_decoder",
            "run_tensor_parallel", "benchmark", "attention_partials", "moe_layer"]
@@ -112,11 +112,11 @@ def shard_decoder(
     model: Decoder, rank: int, ranks: int, clock: _Clock | None = None
 ) -> Decoder:
     """Rank ``rank``'s shard of ``model`` for T = ``ranks`` (module docstring): a ``Decoder``
-    of ``tensor_parallel.shard_config(model.cfg, ranks)`` whose o and down all-reduce
+    of ``sharding.shard_config(model.cfg, ranks)`` whose o and down all-reduce
     through ``clock`` (an initialised process group is needed to run it when T > 1).
     ValueError when T does not divide the heads, the KV heads or the intermediate width."""
     cfg = model.cfg
-    part = tensor_parallel.shard_config(cfg, ranks)
+    part = sharding.shard_config(cfg, ranks)
     if not 0 <= rank < ranks:
         raise ValueError(f"rank must be in 0 … {ranks - 1}, got {rank}")
     weight = model.embed.weight
@@ -315,7 +315,7 @@ def run_tensor_parallel(
     starts, when T does not divide the heads, the KV heads or the intermediate width.
     The processes are spawned, which imports the caller's main module again in each: from a
     script, call this under ``if __name__ == "__main__":`` (a notebook needs nothing)."""
-    tensor_parallel.shard_config(cfg, ranks)  # refuse here, not in T processes
+    sharding.shard_config(cfg, ranks)  # refuse here, not in T processes
     for name, ids in (("prompt", prompt), ("decode", decode)):
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
             raise ValueError(f"{name} must be a torch.long tensor [batch, tokens]")
@@ -391,7 +391,7 @@ class TPBenchmark:
     median decode step and its IQR, and the all-reduce time a step likewise; ``share``: the
     all-reduces' measured share of a step (median of each step's share) and its IQR;
     ``link``: the ring model fitted to the lone all-reduces, the decode step's own message
-    among them (``tensor_parallel.fit_ring``);
+    among them (``sharding.fit_ring``);
     ``predicted_allreduce``: that model's seconds for a step's 2 · layers all-reduces;
     ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
     ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
@@ -409,7 +409,7 @@ class TPBenchmark:
     allreduce_iqr: float
     share: float
     share_iqr: float
-    link: tensor_parallel.Link
+    link: sharding.Link
     predicted_allreduce: float
     predicted_share: float
     exchange: float
@@ -454,9 +454,9 @@ def benchmark(
     # Fitted down to the decode step's own message, so the model does not extrapolate below
     # the sizes it was fitted to (an intercept read off megabyte transfers misses the
     # smallest ones by several times on a busy loopback).
-    fitted = tensor_parallel.fit_ring(list(timed), [times[size] for size in timed], ranks,
+    fitted = sharding.fit_ring(list(timed), [times[size] for size in timed], ranks,
                                       f"gloo on loopback, {ranks} processes")  # fmt: skip
-    predicted = tensor_parallel.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
+    predicted = sharding.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
     # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
     exchanges = [sum(min(calls) for calls in zip(*per_rank, strict=True))
                  for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip

@@ -16,8 +16,9 @@ FLOPs and the same bytes and, on a CPU, times that differ severalfold:
   it is a matrix-vector kernel, and for m > 1 torch falls back to a plain loop many times
   slower (for fp32, oneDNN off means MKL, the same as ``eager``).
 
-A measurement of "a matmul" is a measurement of one kernel. The benchmark (``helpers.bench``)
-and the matmul ceiling (``helpers.ceilings``) therefore time each point with the fastest
+A measurement of "a matmul" is a measurement of one kernel. The benchmark
+(``helpers.programs.bench``)
+and the matmul ceiling (``helpers.measuring.ceilings``) therefore time each point with the fastest
 kernel available for it, chosen by ``fastest`` and reported by name: the question they answer
 is how close this device gets to its roofline, not how one default call does. Preparing a
 weight (packing) happens once, outside the timing, as it would at load time.
@@ -30,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from helpers import machine, timing
+from helpers.measuring import machine, timing
 
 if TYPE_CHECKING:
     import torch
@@ -62,7 +63,7 @@ puts below eager."""
 KERNELS_ENV = "TEXTBOOK_KERNELS"
 """Environment variable restricting the kernels offered to a comma-separated list of names
 (e.g. ``eager``), to measure what the race is worth: ``TEXTBOOK_KERNELS=eager python -m
-helpers.bench --quick`` runs everything, ceilings included, with ``F.linear`` alone."""
+helpers.programs.bench --quick`` runs everything, ceilings included, with ``F.linear`` alone."""
 
 
 @dataclass(frozen=True)

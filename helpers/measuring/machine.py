@@ -1,8 +1,9 @@
 """The machine a measurement runs on (chapters 4-5): which device, its dtypes, the size of
 its last-level cache, its free memory and how busy other processes keep its CPU.
 
-Each is read here once, for ``helpers.timing`` (timing correctly), ``helpers.ceilings``
-(the device's two ceilings) and ``helpers.bench`` (the matmul sweep's CLI):
+Each is read here once, for ``helpers.measuring.timing`` (timing correctly),
+``helpers.measuring.ceilings``
+(the device's two ceilings) and ``helpers.programs.bench`` (the matmul sweep's CLI):
 
 - the device: ``check_device``, ``device_name``, ``device_memory_bytes``;
 - the dtype table: ``DTYPE_NAMES`` and ``torch_dtype``;

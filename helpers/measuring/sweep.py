@@ -1,4 +1,5 @@
-"""The matmul sweep as a library (chapter 5, `05_matmuls`): ``python -m helpers.bench`` is its
+"""The matmul sweep as a library (chapter 5, `05_matmuls`): ``python -m helpers.programs.bench`` is
+its
 command line and reports.
 
 Sweeps the linear layers of one decoder layer of a preset (q, k, v, o, gate, up, down;
@@ -7,7 +8,8 @@ identical shapes timed once) over m = 1, 2, 4, …, 4096 tokens. For each point:
 from the *measured* ceilings (``roofline.bound_time``), and which roof bounds it.
 
 Kernels. Each point is timed with the fastest of torch's kernels for it on this device
-(``helpers.kernels``: on a CPU, eager ``F.linear``, two oneDNN forms of the weight, and for
+(``helpers.measuring.kernels``: on a CPU, eager ``F.linear``, two oneDNN forms of the weight, and
+for
 bf16/fp16 torch's own kernel; on a GPU, ``F.linear``), chosen by a race (``kernels.fastest``)
 and then measured properly. Each point names the kernel and keeps the race's times of the
 others.
@@ -34,7 +36,7 @@ them *and* of every point of the sweep (a one-token matmul that streams faster t
 ``x.sum()`` sets the bandwidth ceiling), and every prediction is made from those
 (``raise_ceilings``). So no point sits above its own roofline.
 
-Its results record, and what is read from it, are ``helpers.sweep_record``'s.
+Its results record, and what is read from it, are ``helpers.measuring.sweep_record``'s.
 
 Paired decode. ``paired_decode`` alternates the bandwidth stream and a one-token matmul, to
 tell a kernel's shortfall from a busy machine's (``fastest_group``; ``pairs_reading`` says which).
@@ -47,14 +49,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from helpers import ceilings as ceilings_mod
-from helpers import kernels, machine, timing
-from helpers.ceilings import Ceilings
-from helpers.flops import matmul_flops
-from helpers.latency import prediction_error
-from helpers.memory import dtype_bytes, linear_bytes
-from helpers.models import ModelConfig
-from helpers.roofline import bound_time
+from helpers.counting.flops import matmul_flops
+from helpers.counting.latency import prediction_error
+from helpers.counting.memory import dtype_bytes, linear_bytes
+from helpers.counting.models import ModelConfig
+from helpers.counting.roofline import bound_time
+from helpers.measuring import ceilings as ceilings_mod
+from helpers.measuring import kernels, machine, timing
+from helpers.measuring.ceilings import Ceilings
 
 __all__ = [
     "input_bytes",

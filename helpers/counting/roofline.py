@@ -9,7 +9,7 @@ The roofline has one name per question it answers:
 - ``bound_time``: the seconds of a given work (FLOPs, bytes) under two ceilings,
   max(FLOPs/P, bytes/β), labelled by the winning term: every roofline time in the
   helpers is this one;
-- ``roofline_time``: ``bound_time`` on a chip of ``helpers.hardware``'s table at a dtype;
+- ``roofline_time``: ``bound_time`` on a chip of ``helpers.counting.hardware``'s table at a dtype;
 - ``matmul_time``: ``bound_time`` of one matmul [m×k]·[k×n] under given ceilings
   (chapters 4, 5 and 7);
 - ``decode_split`` / ``decode_aggregate``: a decode step's parts, or the whole step, as
@@ -21,23 +21,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from helpers._validate import non_negative_int, one_of, positive_int
-from helpers.flops import (
+from helpers.counting._validate import non_negative_int, one_of, positive_int
+from helpers.counting.flops import (
     attention_flops,
     attention_flops_per_key,
     forward_flops,
     matmul_flops,
     param_count,
 )
-from helpers.hardware import HardwareSpec
-from helpers.memory import (
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.memory import (
     dtype_bytes,
     expected_experts,
     forward_bytes,
     kv_bytes_per_token,
     linear_bytes,
 )
-from helpers.models import ModelConfig
+from helpers.counting.models import ModelConfig
 
 __all__ = [
     "gemm_intensity",

@@ -10,17 +10,17 @@ ratios such as output over input cost do not depend on it.
 Input tokens are prefilled: many at once in one compute-bound pass. Output tokens are
 decoded: one a sequence per memory-bound step. At the same chips and price an output token
 therefore costs many input tokens, which is why providers list output tokens several times
-dearer. Throughputs come from the roofline (``helpers.tensor_parallel``), so these are the
+dearer. Throughputs come from the roofline (``helpers.parallel.sharding``), so these are the
 floor a real server, below the roofline, stays above.
 """
 
 from __future__ import annotations
 
-from helpers._validate import positive_int
-from helpers.hardware import HardwareSpec
-from helpers.models import ModelConfig
-from helpers.roofline import first_batch
-from helpers.tensor_parallel import Link, degrees, tp_max_sequences, tp_tpot, tp_ttft
+from helpers.counting._validate import positive_int
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.models import ModelConfig
+from helpers.counting.roofline import first_batch
+from helpers.parallel.sharding import Link, degrees, tp_max_sequences, tp_tpot, tp_ttft
 
 __all__ = ["dollars_per_million", "token_costs", "cheapest_degree"]
 

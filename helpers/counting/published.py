@@ -2,11 +2,10 @@
 
 What others measured on real GPUs, each row read from its source (title, URL, software,
 date, and the source's own words for the setup), held against the roofline the book
-teaches: the same ``flops``, ``memory`` and ``roofline`` formulas, datasheet chips
-(``helpers.hardware``) and model configs (``helpers.models``). ``compare(row)`` gives the
-bound, the achieved share (published / bound) and the roof that binds; ``table(kind)`` every
-row of a kind; ``reason(kind)`` why the share is what it is, from the numbers;
-``report(kind)`` all three, as a chapter prints them.
+teaches: the same formulas, datasheet chips (``hardware``) and model configs (``models``).
+``compare(row)`` gives the bound, the achieved share (published / bound) and the roof that
+binds; ``table(kind)`` every row of a kind; ``reason(kind)`` why the share is what it is, from
+the numbers; ``report(kind)`` all three, as a chapter prints them.
 
 Every bound is **generous on purpose**, so that it is a true upper bound on the figure:
 
@@ -28,21 +27,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from helpers._validate import one_of
-from helpers.flops import forward_flops, matmul_flops
-from helpers.hardware import HardwareSpec
-from helpers.hardware import get as get_chip
-from helpers.memory import forward_bytes, kv_bytes_per_token, linear_bytes
-from helpers.models import PRESETS, ModelConfig
-from helpers.roofline import RooflineTime, bound_time
+from helpers.counting._validate import one_of
+from helpers.counting.flops import forward_flops, matmul_flops
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.hardware import get as get_chip
+from helpers.counting.memory import forward_bytes, kv_bytes_per_token, linear_bytes
+from helpers.counting.models import PRESETS, ModelConfig
+from helpers.counting.roofline import RooflineTime, bound_time
 
 __all__ = ["Source", "Measurement", "Comparison", "SOURCES", "MODELS", "KINDS", "rows", "model",
            "source_of", "aggregate_chip", "gemm_work", "bandwidth_work", "decode_work",
            "throughput_work", "mlperf_work", "compare", "table", "shares", "reason", "report"]
 
 KINDS = ("gemm", "bandwidth", "decode", "throughput", "mlperf", "tp")
-"""A matmul's FLOP/s, a stream kernel's bytes/s, one stream's decode tokens/s, a batched
-run's output tokens/s, an MLPerf scenario's tokens/s, decode tokens/s at T-way TP."""
+"""A matmul's FLOP/s, a stream kernel's B/s, one stream's decode tokens/s, a batch's output
+tokens/s, an MLPerf scenario's tokens/s, decode tokens/s at T-way TP."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ MODELS = {cfg.name: cfg for cfg in (
 
 
 def model(name: str) -> ModelConfig:
-    """A row's model: a ``helpers.models`` preset, else one of ``MODELS``."""
+    """A row's model: a ``helpers.counting.models`` preset, else one of ``MODELS``."""
     if (cfg := PRESETS.get(name) or MODELS.get(name)) is None:
         raise ValueError(f"unknown model {name!r}")
     return cfg
@@ -110,7 +109,7 @@ def model(name: str) -> ModelConfig:
 class Measurement:
     """One published figure (``figure`` in ``unit``) and what it measured.
 
-    ``chip`` names a ``helpers.hardware`` spec, ``chips`` how many ran it (the figure is
+    ``chip`` names a ``helpers.counting.hardware`` spec, ``chips`` how many ran it (the figure is
     for all of them together unless ``per_chip``). ``shape`` is a GEMM's (m, k, n):
     [m×k]·[k×n]. ``prompt`` and ``output``: tokens in and out per sequence (a decode row's
     ``prompt`` is the context its steps start from); ``batch``: sequences run together (a
@@ -436,7 +435,6 @@ def shares(kind: str | None = None) -> tuple[float, float]:
 
 
 # Why not more: each kind's reason, its numbers read from the table.
-
 def _span(values: list[float]) -> str:
     low, high = min(values), max(values)
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
@@ -553,16 +551,15 @@ def _tp_reason(cs: list[Comparison]) -> str:
         reduces = 2 * cfg.layers
         # gpt-fast's apply_tp splits only the layers: every GPU reads the whole LM head, whose
         # time dividing by T would not shorten. One GPU's read of it, at one chip's bandwidth:
-        head = linear_bytes(1, *cfg.linear_shapes()["lm_head"], "bf16") / (
-            base.chip.bandwidth / base.row.chips)
+        head = linear_bytes(1, *cfg.linear_shapes()["lm_head"], "bf16") * base.row.chips / (
+            base.chip.bandwidth)
         points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
         extra = []
         for c in series[1:]:  # the time beyond the smallest T's own time divided by T
             added = c.measured_seconds - base.measured_seconds * base.row.chips / c.row.chips
-            whole_head = head * (1 - base.row.chips / c.row.chips)  # the head not divided
-            rest = added - whole_head
-            each = (f" ({whole_head * 1e3:.2f} ms the whole LM head, {rest / reduces * 1e6:.0f}"
-                    f" us an all-reduce)" if added > 0 else "")
+            whole = head * (1 - base.row.chips / c.row.chips)  # the head T does not divide
+            each = (f" ({whole * 1e3:.2f} ms the whole LM head, "
+                    f"{(added - whole) / reduces * 1e6:.0f} us an all-reduce)" if added > 0 else "")
             extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
         out.append(f"{name}: {points}. Against its own T={base.row.chips} time divided by "
                    f"T, a token takes " + ", ".join(extra))
@@ -578,14 +575,10 @@ def _tp_reason(cs: list[Comparison]) -> str:
         "source does not say why.")
 
 
-_REASONS = {"gemm": _gemm_reason, "bandwidth": _bandwidth_reason, "decode": _decode_reason,
-            "throughput": _throughput_reason, "mlperf": _mlperf_reason, "tp": _tp_reason}
-
-
 def reason(kind: str) -> str:
     """Why a kind's rows reach the share they do, with their numbers in it."""
     one_of(kind, KINDS, "kind")
-    return _REASONS[kind](table(kind))
+    return globals()[f"_{kind}_reason"](table(kind))
 
 
 def report(*kinds: str) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from helpers import machine
+from helpers.measuring import machine
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +61,6 @@ __all__ = [
     "time_blocks",
     "time_callable",
     "time_rotating",
-    "cache_sweep_seconds",
     "timing_threads",
 ]
 
@@ -252,7 +251,7 @@ _FLUSH_BUFFERS: dict[str, torch.Tensor] = {}
 def flush_buffer(device: str, nbytes: int) -> torch.Tensor:
     """A random fp32 buffer of at least ``nbytes`` on ``device``, made once per process and
     reused (a larger request replaces it): the flush before each timed call, and the
-    bandwidth stream of ``helpers.ceilings``, read the same buffer."""
+    bandwidth stream of ``helpers.measuring.ceilings``, read the same buffer."""
     import torch
 
     if nbytes <= 0:
@@ -395,7 +394,7 @@ def time_blocks(
     that continue the cycle; the device is synchronized before each clock read, so a block's
     time holds all of its work and none of the work before it. A sample is a block's time
     over ``number``; median and IQR are ``median_and_iqr``'s. ``clock`` and ``synchronize``
-    are parameters so that a test can pass a fake device's (``helpers.checks.FakeDevice``);
+    are parameters so that a test can pass a fake device's (``helpers.book.checks.FakeDevice``);
     ``time_callable`` is the same loop with adaptive block sizes and run times."""
     if not input_sets or blocks < 1 or number < 1 or warmup < 0:
         raise ValueError("need input sets, blocks >= 1, number >= 1 and warmup >= 0")
@@ -577,30 +576,6 @@ def time_rotating(
                            min_run_time=min_run_time, max_run_time=5 * min_run_time,
                            flush_l2=False)  # fmt: skip
     return result.median_s
-
-
-def cache_sweep_seconds(
-    device: str,
-    buffer_bytes: int,
-    copies: Sequence[int],
-    min_run_time: float = 0.1,
-    progress: bool = False,
-) -> list[float]:
-    """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
-    each number of ``copies`` (in the order given), with ``time_rotating``: no flush, since
-    the cache's effect is what chapter 4's explorer shows. ``progress`` shows a bar."""
-    import torch
-    from tqdm.auto import tqdm
-
-    if buffer_bytes < 4 or not copies or min(copies) < 1:
-        raise ValueError("need buffer_bytes >= 4 and at least one count of copies, each >= 1")
-    buffers: list[tuple[torch.Tensor]] = []
-    seconds = []
-    for count in tqdm(copies, desc="cache sweep", unit="size", disable=not progress):
-        while len(buffers) < count:  # reuse the buffers made for smaller counts
-            buffers.append((random_tensor((buffer_bytes // 4,), torch.float32, device),))
-        seconds.append(time_rotating(torch.sum, buffers[:count], device, min_run_time))
-    return seconds
 
 
 def timing_threads(cores: int, busy: float | None) -> int:

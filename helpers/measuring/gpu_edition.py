@@ -1,6 +1,7 @@
 """The GPU edition: what a real GPU measured for chapters 4-7, shown beside the reader's run.
 
-``make gpu-reference`` (``helpers.gpu_reference``) measures on a CUDA GPU and writes one folder
+``make gpu-reference`` (``helpers.programs.gpu_reference``) measures on a CUDA GPU and writes one
+folder
 per device, ``helpers/data/gpu/<device>/`` (``device_slug``: "NVIDIA H200" → ``nvidia_h200``):
 
 - ``NN_name.json``: the chapter's measurements, with a ``"stamp"`` (``stamp``): the device,
@@ -27,11 +28,11 @@ from typing import Any
 __all__ = ["ROOT", "CHAPTERS", "Edition", "device_slug", "stamp", "stamp_line", "editions",
            "summary_lines", "show_edition"]  # fmt: skip
 
-ROOT = Path(__file__).resolve().parent / "data" / "gpu"
+ROOT = Path(__file__).resolve().parents[1] / "data" / "gpu"  # helpers/data/gpu
 """Where the GPU editions live: one folder per device."""
 CHAPTERS = ("04_timing", "05_matmuls", "06_ttft_tpot", "07_batching")
 NOTEBOOKS = "notebooks"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def stamp(device: str) -> dict[str, str]:
 
     import torch
 
-    from helpers import machine
+    from helpers.measuring import machine
 
     return {
         "device": device,
@@ -214,7 +215,7 @@ def _shown(path: Path) -> str:
 def show_edition(chapter: str, root: Path | str | None = None) -> None:
     """Print each device's edition of ``chapter`` (``editions``: stamp, headline figures,
     where the executed notebook is) and display its PNG; or say, in a reader's words, that
-    none exists (``make gpu-reference`` measures one: ``helpers.gpu_reference``)."""
+    none exists (``make gpu-reference`` measures one: ``helpers.programs.gpu_reference``)."""
     found = editions(chapter, root)
     if not found:  # a reader's note: the maintainers' command is in the README (GPU notes)
         print("No GPU edition of this chapter has been measured yet: it shows only your own "

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from helpers._validate import non_negative_int, one_of, positive_int
-from helpers.models import ModelConfig
+from helpers.counting._validate import non_negative_int, one_of, positive_int
+from helpers.counting.models import ModelConfig
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
            "attended_keys", "op_names", "attention_flops", "attention_flops_per_key",

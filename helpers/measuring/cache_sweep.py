@@ -2,7 +2,7 @@
 whether it measures memory or cache.
 
 A memory-bound op (``x.sum()`` over one buffer) is timed while rotating among ``copies``
-distinct buffers (``timing.cache_sweep_seconds``), so the *working set* is
+distinct buffers (``sweep_seconds``), so the *working set* is
 ``copies × buffer``. While it fits in the last-level cache (LLC), every call finds its buffer
 still cached and the apparent bandwidth (bytes read / time) is the cache's, not the
 memory's. This module plans the sweep (``sweep_plan``), turns its times into points
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers import timing
+from helpers.measuring import timing
 
-__all__ = ["MiB", "CachePoint", "sweep_plan", "cache_points", "streaming_bandwidth",
-           "cache_verdict", "streaming_from", "at_working_set"]  # fmt: skip
+__all__ = ["MiB", "CachePoint", "sweep_seconds", "sweep_plan", "cache_points",
+           "streaming_bandwidth", "cache_verdict", "streaming_from", "at_working_set"]  # fmt: skip
 
 MiB = 2**20
 
@@ -116,3 +116,27 @@ def at_working_set(points: Sequence[CachePoint], nbytes: float) -> tuple[CachePo
     below = [p for p in ordered if p.working_set_bytes <= nbytes] or ordered[:1]
     above = [p for p in ordered if p.working_set_bytes >= nbytes] or ordered[-1:]
     return below[-1], above[0]
+
+
+def sweep_seconds(
+    device: str,
+    buffer_bytes: int,
+    copies: Sequence[int],
+    min_run_time: float = 0.1,
+    progress: bool = False,
+) -> list[float]:
+    """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
+    each number of ``copies`` (in the order given), with ``timing.time_rotating``: no flush, since
+    the cache's effect is what chapter 4's explorer shows. ``progress`` shows a bar."""
+    import torch
+    from tqdm.auto import tqdm
+
+    if buffer_bytes < 4 or not copies or min(copies) < 1:
+        raise ValueError("need buffer_bytes >= 4 and at least one count of copies, each >= 1")
+    buffers: list[tuple[torch.Tensor]] = []
+    seconds = []
+    for count in tqdm(copies, desc="cache sweep", unit="size", disable=not progress):
+        while len(buffers) < count:  # reuse the buffers made for smaller counts
+            buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32, device),))
+        seconds.append(timing.time_rotating(torch.sum, buffers[:count], device, min_run_time))
+    return seconds

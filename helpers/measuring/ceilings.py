@@ -1,19 +1,20 @@
 """This device's two ceilings, measured (chapter 4, `04_timing`; used in chapter 5).
 
 - Matmul ceiling per dtype: the best FLOP/s of a few large GEMMs (square and rectangular),
-  each run with the fastest of torch's kernels for it (``helpers.kernels``), as the sweep's
+  each run with the fastest of torch's kernels for it (``helpers.measuring.kernels``), as the
+  sweep's
   points are. A datasheet peak is not reachable by real code; this is the roof real code
   can hit.
 - Memory bandwidth: ``x.sum()`` over an fp32 buffer far larger than the last-level cache, a
   read-dominated stream like a decode matmul's weight read. Bytes counted = the buffer's
   size, read once per call; the one-element result's write is negligible.
 
-Each GEMM or stream is timed like every sweep point (``helpers.timing``: median of the
+Each GEMM or stream is timed like every sweep point (``helpers.measuring.timing``: median of the
 samples), and the ceiling is the best shape (as mamf-finder does), so that a sweep point's
 share of the ceiling compares like with like.
 
 Both are labelled "measured" and carry the device name, torch version and date; where the
-device is in ``helpers.hardware``'s table, its datasheet figures sit beside them.
+device is in ``helpers.counting.hardware``'s table, its datasheet figures sit beside them.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from helpers import kernels, machine, timing
+from helpers.measuring import kernels, machine, timing
 
 if TYPE_CHECKING:
     import torch
 
-    from helpers.hardware import HardwareSpec
+    from helpers.counting.hardware import HardwareSpec
 
 __all__ = [
     "Ceilings",
@@ -94,7 +95,7 @@ class Ceilings:
     def as_hardware_spec(self) -> HardwareSpec:
         """The measured ceilings as a ``HardwareSpec``, so chapter 3's roofline functions
         (``roofline.roofline_time``, ``roofline.roof``) apply to them."""
-        from helpers.hardware import HardwareSpec
+        from helpers.counting.hardware import HardwareSpec
 
         return HardwareSpec(
             name=f"{self.device_name} (measured)",
@@ -107,12 +108,12 @@ class Ceilings:
 
 
 def datasheet_chip(name: str) -> str | None:
-    """The ``helpers.hardware`` chip whose name best matches a device name, or None.
+    """The ``helpers.counting.hardware`` chip whose name best matches a device name, or None.
 
     A chip matches when its first word (e.g. "H100") is a word of the device name; among
     matches, the one sharing the most words wins ("NVIDIA H100 PCIe" → "H100 PCIe").
     """
-    from helpers import hardware
+    from helpers.counting import hardware
 
     words = set(re.findall(r"[\w.]+", name.upper()))
     best: tuple[int, str] | None = None
@@ -218,7 +219,7 @@ def measure_ceilings(
     import torch
     from tqdm.auto import tqdm
 
-    from helpers import hardware
+    from helpers.counting import hardware
 
     machine.check_device(device)
     for dtype in dtypes:

@@ -32,13 +32,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from helpers import timing
-from helpers._validate import non_negative_int, positive_int
-from helpers.memory import kv_blocks
+from helpers.counting._validate import non_negative_int, positive_int
+from helpers.counting.memory import kv_blocks
+from helpers.measuring import timing
 
 if TYPE_CHECKING:
+    from helpers.counting.models import ModelConfig
     from helpers.decoder.model import Decoder
-    from helpers.models import ModelConfig
 
 __all__ = ["NO_KERNEL", "StepOps", "count_ops", "decode_step_ops", "same_ops_config",
            "op_seconds"]

@@ -1,7 +1,9 @@
-"""Prefill and decode matmuls, measured (chapter 5, `05_matmuls`): ``python -m helpers.bench``.
+"""Prefill and decode matmuls, measured (chapter 5, `05_matmuls`): ``python -m
+helpers.programs.bench``.
 
-The command line of the matmul sweep (``helpers.sweep``) and its reports. Measures this
-device's ceilings (``helpers.ceilings``), sweeps the linear layers of one decoder layer of a
+The command line of the matmul sweep (``helpers.measuring.sweep``) and its reports. Measures this
+device's ceilings (``helpers.measuring.ceilings``), sweeps the linear layers of one decoder layer
+of a
 preset over m = 1, 2, 4, …, 4096 tokens (``sweep.measure_sweep``), reconciles the ceilings
 with every rate seen (``sweep.remeasure_ceilings``), then prints a table and the headline
 figures and writes the sweep's results record (``sweep.results_record``) as JSON and a
@@ -20,11 +22,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from helpers import ceilings as ceilings_mod
-from helpers import kernels, machine, plots, sweep, sweep_record
-from helpers.ceilings import Ceilings
-from helpers.models import ModelConfig
-from helpers.sweep import SweepPoint
+from helpers.counting.models import ModelConfig
+from helpers.measuring import ceilings as ceilings_mod
+from helpers.measuring import kernels, machine, sweep, sweep_record
+from helpers.measuring.ceilings import Ceilings
+from helpers.measuring.sweep import SweepPoint
+from helpers.widgets import plots
 
 __all__ = [
     "format_table",
@@ -179,7 +182,7 @@ def save_roofline_png(
 def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfig:
     """The preset, after checking the model, every dtype and the device: a bad argument fails
     before anything is measured."""
-    from helpers import models
+    from helpers.counting import models
 
     cfg = models.get(model)
     for dtype in dtypes:
@@ -281,7 +284,7 @@ def _dtype_list(values: Sequence[str] | None) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.bench",
+        prog="python -m helpers.programs.bench",
         description="Measure this device's ceilings and sweep a preset's linear layers "
         "over m = 1 … 4096 tokens (chapter 5).",
     )
@@ -325,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)  # fmt: skip
     try:
-        from helpers.notebook import pick_device
+        from helpers.book.notebook import pick_device
 
         device = args.device or pick_device()
         if args.pairs is not None:

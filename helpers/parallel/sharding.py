@@ -20,9 +20,11 @@ whole layers and pass a micro-batch's activations on to the next (``pipeline_bub
 does not fall below one chip's; what P chips add is memory, so the batch, and the
 throughput, can grow. Tensor parallelism divides the step itself: it serves latency.
 
-The sharded decoder that runs this split for real is ``helpers.parallel`` (the model room);
+The sharded decoder that runs this split for real is ``helpers.parallel.distributed`` (the model
+room);
 this module is its arithmetic, pure Python like the other formula modules. Embeddings, the
-final norm and the LM head stay whole on every chip (replicated), as ``helpers.parallel``
+final norm and the LM head stay whole on every chip (replicated), as
+``helpers.parallel.distributed``
 runs them; Megatron splits the LM head by vocabulary too, which would cut its read T ways
 at the price of gathering the logits.
 """
@@ -34,13 +36,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers._validate import non_negative_int, one_of, positive_int
-from helpers.flops import attention_flops_per_key
-from helpers.hardware import HardwareSpec
-from helpers.latency import prefill_time
-from helpers.memory import dtype_bytes, kv_bytes_per_token, max_concurrent_sequences
-from helpers.models import ModelConfig
-from helpers.roofline import decode_split
+from helpers.counting._validate import non_negative_int, one_of, positive_int
+from helpers.counting.flops import attention_flops_per_key
+from helpers.counting.hardware import HardwareSpec
+from helpers.counting.latency import prefill_time
+from helpers.counting.memory import dtype_bytes, kv_bytes_per_token, max_concurrent_sequences
+from helpers.counting.models import ModelConfig
+from helpers.counting.roofline import decode_split
 
 __all__ = ["Link", "LINKS", "link", "shard_config", "degrees", "allreduce_bytes",
            "step_allreduce_bytes", "ring_allreduce_seconds", "step_allreduce_seconds",

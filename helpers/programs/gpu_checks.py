@@ -1,15 +1,16 @@
-"""The GPU reference's measuring checks (``helpers.gpu_reference`` runs them): one per chapter
+"""The GPU reference's measuring checks (``helpers.programs.gpu_reference`` runs them): one per
+chapter
 4-7, each a ``measure_x(device, size)`` that returns the chapter's JSON record and a PNG writer
 for it, at the real sizes on a GPU or toy ones (``size_for(tiny=True)``) for the CPU test.
 
 - chapter 4 (``measure_timing``): the measured ceilings;
-- chapter 5 (``measure_matmuls``): ``helpers.bench``'s sweep, its results record
-  (``helpers.sweep_record``) drawn on the measured rooflines;
+- chapter 5 (``measure_matmuls``): ``helpers.programs.bench``'s sweep, its results record
+  (``helpers.measuring.sweep_record``) drawn on the measured rooflines;
 - chapter 6 (``measure_latency``): prefill and decode times of random-weight decoders;
 - chapter 7 (``measure_batching``): the decode batch sweep up to the memory's cap.
 
 ``measure_step`` runs one of them and writes ``NN_name.json`` and ``NN_name.png``, each
-stamped with the device, torch version and date (``helpers.gpu_edition.stamp``).
+stamped with the device, torch version and date (``helpers.measuring.gpu_edition.stamp``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import gpu_edition, machine
+from helpers.measuring import gpu_edition, machine
 
 __all__ = ["Size", "size_for", "measure_timing", "measure_matmuls", "measure_latency",
            "measure_batching", "MEASURE", "measure_step"]  # fmt: skip
@@ -51,7 +52,7 @@ class Size:
 
 
 def _tiny_config(layers: int) -> Any:
-    from helpers import models
+    from helpers.counting import models
 
     return dataclasses.replace(models.get("Qwen2.5-0.5B"), name=f"tiny Qwen2.5 ({layers} layers)",
                                hidden=64, intermediate=128, layers=layers, head_dim=16,
@@ -60,7 +61,8 @@ def _tiny_config(layers: int) -> Any:
 
 def size_for(quick: bool = False, tiny: bool = False) -> Size:
     """The real sizes (chapter 6's and 7's GPU sizes), or with ``tiny`` toy ones."""
-    from helpers import models, sweep
+    from helpers.counting import models
+    from helpers.measuring import sweep
 
     if tiny:
         return Size(quick=True, tiny=True, gemms=((256, 256, 256),), stream_bytes=32 * 2**20,
@@ -81,7 +83,7 @@ def _dtype(device: str) -> str:
 
 
 def _ceilings(device: str, dtypes: tuple[str, ...], size: Size, quick: bool) -> Any:
-    from helpers import ceilings
+    from helpers.measuring import ceilings
 
     return ceilings.measure_ceilings(device, dtypes, quick=quick,
                                      shapes=list(size.gemms) if size.gemms else None,
@@ -98,7 +100,7 @@ def measure_timing(device: str, size: Size) -> dict[str, Any]:
 
 def plot_timing(data: dict[str, Any], ax: Any) -> None:
     """Each dtype's measured roofline, and its datasheet roof dashed where there is one."""
-    from helpers import plots
+    from helpers.widgets import plots
 
     c = data["ceilings"]
     span = (0.1, 4000.0)
@@ -118,8 +120,9 @@ def plot_timing(data: dict[str, Any], ax: Any) -> None:
 # ----- chapter 5 ------------------------------------------------------------------------------
 
 def measure_matmuls(device: str, size: Size) -> dict[str, Any]:
-    """``helpers.bench`` in fp32 and bf16 (full size, or ``size``'s scale and m)."""
-    from helpers import bench, ceilings
+    """``helpers.programs.bench`` in fp32 and bf16 (full size, or ``size``'s scale and m)."""
+    from helpers.measuring import ceilings
+    from helpers.programs import bench
 
     if size.gemms:  # bench measures its own ceilings; the tiny run keeps their GEMMs small
         os.environ[ceilings.GEMMS_ENV] = ",".join("x".join(map(str, g)) for g in size.gemms)
@@ -129,8 +132,9 @@ def measure_matmuls(device: str, size: Size) -> dict[str, Any]:
 
 
 def draw_matmuls(data: dict[str, Any], path: Path) -> None:
-    """The sweep on its measured rooflines, as ``helpers.bench`` draws it."""
-    from helpers import bench, sweep_record
+    """The sweep on its measured rooflines, as ``helpers.programs.bench`` draws it."""
+    from helpers.measuring import sweep_record
+    from helpers.programs import bench
 
     bench.save_roofline_png(sweep_record.record_points(data), sweep_record.record_ceilings(data),
                             str(path), subtitle=gpu_edition.stamp_line(data["stamp"]))  # fmt: skip
@@ -156,9 +160,10 @@ def measure_latency(device: str, size: Size) -> dict[str, Any]:
     timing and the best stream kept as the ceiling)."""
     import torch
 
-    from helpers import ceilings, flops, latency, memory, timing
+    from helpers.counting import flops, latency, memory
     from helpers.decoder.kv_cache import KVCache
     from helpers.decoder.model import random_decoder
+    from helpers.measuring import ceilings, timing
 
     dtype = _dtype(device)
     torch.set_grad_enabled(False)
@@ -250,9 +255,10 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     out of memory ends the sweep, recorded."""
     import torch
 
-    from helpers import latency, memory, roofline, timing
+    from helpers.counting import latency, memory, roofline
     from helpers.decoder.kv_cache import KVCache
     from helpers.decoder.model import random_decoder
+    from helpers.measuring import timing
 
     dtype, cfg, context = _dtype(device), size.batch_model, size.batch_context
     torch.set_grad_enabled(False)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from helpers._validate import non_negative_int, one_of, positive_int
-from helpers.flops import param_count
-from helpers.models import ModelConfig
+from helpers.counting._validate import non_negative_int, one_of, positive_int
+from helpers.counting.flops import param_count
+from helpers.counting.models import ModelConfig
 
 __all__ = [
     "kv_blocks",

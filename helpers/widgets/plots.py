@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from matplotlib.markers import MarkerStyle
 
-from helpers.roofline import roof
+from helpers.counting.roofline import roof
 
 __all__ = ["RooflinePlot", "roof", "plot_roofline"]
 

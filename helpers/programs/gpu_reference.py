@@ -1,8 +1,10 @@
 """The GPU edition of chapters 4-7 in one command: ``make gpu-reference``.
 
-``python -m helpers.gpu_reference --device cuda`` (what the Makefile runs, with ``PYTHONPATH=.``
+``python -m helpers.programs.gpu_reference --device cuda`` (what the Makefile runs, with
+``PYTHONPATH=.``
 and the system ``python3``: no virtual environment, nothing installed from a registry) measures
-on one GPU, at the real sizes, and writes ``helpers/data/gpu/<device>/`` (``helpers.gpu_edition``
+on one GPU, at the real sizes, and writes ``helpers/data/gpu/<device>/``
+(``helpers.measuring.gpu_edition``
 describes the files; every one carries the device, torch's version and the date):
 
 ========== ============ ======================================================================
@@ -10,7 +12,7 @@ step       chapter      what it measures
 ========== ============ ======================================================================
 ceilings   04_timing    the matmul ceilings in fp32, bf16 and fp16 and the read bandwidth, in
                         full mode (``ceilings.measure_ceilings``)
-sweep      05_matmuls   ``helpers.bench`` at full size: Qwen2.5-7B's layer shapes, fp32 and
+sweep      05_matmuls   ``helpers.programs.bench`` at full size: Qwen2.5-7B's layer shapes, fp32 and
                         bf16, m = 1 … 4096, with its interleaved ceilings
 latency    06_ttft_tpot TTFT against prompt length and TPOT against context, with MFU and MBU,
                         for Qwen2.5-0.5B (all 24 layers) and Qwen2.5-7B, random bf16 weights,
@@ -34,7 +36,7 @@ the device's folder into one file (to carry it off a machine).
 Time budget: 8 minutes on an NVIDIA H200 (``BUDGET_S``). Each step gets its limit or what is
 left of the budget, whichever is less; a step with nothing left is recorded as not run.
 Expected seconds (``Step.expected_s``), worked out from the H200's datasheet (989 TFLOP/s bf16
-dense, 67 fp32, 4.8 TB/s; ``helpers.hardware``) and assumed achievable rates, not measured
+dense, 67 fp32, 4.8 TB/s; ``helpers.counting.hardware``) and assumed achievable rates, not measured
 here (about 80% of the bf16 peak, 790 TFLOP/s, for an 8192³ GEMM, and 90% of the bandwidth,
 4.3 TB/s, for a copy; the manifest of a real run replaces them): on CUDA every timed call of
 ``timing.time_callable`` follows an L2 flush (a 120 MiB ``zero_``, ~38 µs at 3.3 TB/s) and
@@ -92,15 +94,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import gpu_edition, machine
-from helpers.gpu_checks import Size, measure_step, size_for
+from helpers.measuring import gpu_edition, machine
+from helpers.programs.gpu_checks import Size, measure_step, size_for
 
 __all__ = ["Step", "STEPS", "BUDGET_S", "JUPYTER_MODULES", "GPU_WHEELS",
            "ASSUMED_PRESENT", "OPTIONAL",
            "missing_modules", "install_wheels", "fidelity_available", "execute_notebook",
            "run", "main"]  # fmt: skip
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 480
 PACK_LIMIT_BYTES = 16 * 2**20
 """A packed edition larger than this may not travel back as one file (a warning, not an
@@ -222,12 +224,12 @@ def execute_notebook(chapter: str, target: Path, seconds: float, found: dict[str
     a fresh kernel in its own folder, within ``seconds`` in all; write it to ``target`` with
     the stamp and the outcome in its metadata ("ok", "timed out …", "failed …"), and return
     the outcome. The stored outputs are cleaned as the solutions' are
-    (``helpers.stored_outputs.clean``)."""
+    (``helpers.book.stored_outputs.clean``)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-    from helpers.stored_outputs import clean
+    from helpers.book.stored_outputs import clean
 
     source = REPO / "solutions" / chapter / f"{chapter}.ipynb"
     nb = nbformat.read(source, as_version=4)
@@ -373,7 +375,7 @@ def run(
             except Exception as error:  # recorded, and the run goes on
                 record["status"] = f"failed: {type(error).__name__}: {error}"
         elif step.name in MEASURING:
-            command = [sys.executable, "-m", "helpers.gpu_reference", "--step", step.name,
+            command = [sys.executable, "-m", "helpers.programs.gpu_reference", "--step", step.name,
                        "--device", device, "--out", str(folder), *flags]  # fmt: skip
             record["status"] = _run_logged(command, folder / "logs" / f"{step.name}.log",
                                            seconds, env, gpu_edition.stamp_line(found))
@@ -428,7 +430,7 @@ def download_wheels(folder: Path | str, python_version: str = "3.12") -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.gpu_reference",
+        prog="python -m helpers.programs.gpu_reference",
         description="The GPU edition of chapters 4-7: measure on a GPU and execute the "
         "chapters there, into helpers/data/gpu/<device>/ (see the module's docstring).",
     )

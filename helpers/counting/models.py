@@ -266,7 +266,7 @@ class ModelConfig:
         """(in_features, out_features) of each weight matrix in one layer, and the LM head.
 
         Dense decoders only: the layers of a mixture of experts or of latent attention are
-        not one uniform set of matrices (``helpers.flops.forward_flops`` counts those).
+        not one uniform set of matrices (``helpers.counting.flops.forward_flops`` counts those).
         """
         self.require_dense("linear_shapes")
         shapes = {

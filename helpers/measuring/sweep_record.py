@@ -1,8 +1,9 @@
 """The results record of a matmul sweep, and what is read from it (chapter 5, `05_matmuls`).
 
-``results_record`` is the one record of a sweep (``helpers.sweep``): the dict ``python -m
-helpers.bench`` writes as JSON, chapter 5's explorer (``helpers.widgets.matmuls``) draws and
-the GPU reference (``helpers.gpu_reference``) keeps: the device, ``"ceilings"``
+``results_record`` is the one record of a sweep (``helpers.measuring.sweep``): the dict ``python -m
+helpers.programs.bench`` writes as JSON, chapter 5's explorer (``helpers.widgets.matmuls``) draws
+and
+the GPU reference (``helpers.programs.gpu_reference``) keeps: the device, ``"ceilings"``
 (``Ceilings.to_dict()``) and ``"points"`` (one dict per ``SweepPoint``), so that a record from
 another device reads the same. ``roofline_results`` is the record an ideal device would write.
 
@@ -19,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-from helpers import timing
-from helpers.ceilings import Ceilings
-from helpers.latency import prediction_error
-from helpers.roofline import bound_time, gemm_knee, matmul_time
-from helpers.sweep import (
+from helpers.counting.latency import prediction_error
+from helpers.counting.roofline import bound_time, gemm_knee, matmul_time
+from helpers.measuring import timing
+from helpers.measuring.ceilings import Ceilings
+from helpers.measuring.sweep import (
     LAYERS,
     PREFILL_MIN_TOKENS,
     SweepPoint,
@@ -53,7 +54,8 @@ def results_record(
 ) -> dict[str, Any]:
     """The one record of a sweep: the device, ``extra`` fields (the model, the scales, the
     date, …), the ceilings (``Ceilings.to_dict()``) and one dict per point. What ``python -m
-    helpers.bench`` writes as JSON, chapter 5's explorer draws and the GPU reference keeps."""
+    helpers.programs.bench`` writes as JSON, chapter 5's explorer draws and the GPU reference
+    keeps."""
     return {
         "device": ceilings.device,
         "device_name": ceilings.device_name,
@@ -79,11 +81,12 @@ def roofline_results(
     tokens: Sequence[int] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A results record whose every "measurement" is the roofline's own prediction from a
-    chip's datasheet (``helpers.hardware``): what a device meeting its ceilings exactly would
+    chip's datasheet (``helpers.counting.hardware``): what a device meeting its ceilings exactly
+    would
     show, for the model's real shapes at m = 1, 2, 4, …, 4096. A prediction, never a
     measurement: its device is "roofline", its name says so, and its ceilings are labelled
     "datasheet"."""
-    from helpers import hardware, models
+    from helpers.counting import hardware, models
 
     cfg, hw = models.get(model), hardware.get(chip)
     ideal = Ceilings(
