@@ -43,10 +43,10 @@ def _attention(**wrong):
 
 _HOP = '''
 def break_even_hop_latency(cfg, hw, net, context, batch, low, high, dtype="bf16"):
-    message = tensor_parallel.allreduce_bytes(cfg, batch, dtype)
+    message = sharding.allreduce_bytes(cfg, batch, dtype)
 
     def line(ranks):
-        part = tensor_parallel.shard_config(cfg, ranks)
+        part = sharding.shard_config(cfg, ranks)
         chip = sum(t.seconds for t in roofline.decode_split(part, hw, batch, context,
                                                             dtype).values())
         if {no_reduce}:
