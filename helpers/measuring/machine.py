@@ -274,14 +274,21 @@ counts as quiet: ``/proc/stat`` counts in clock ticks (10 ms), and a short exper
 sample carries that much noise."""
 
 
+MIN_LOAD_WINDOW_S = 0.1
+"""The shortest window whose load ``load_note`` judges: ``/proc/stat`` counts 10 ms ticks, so
+over a few tens of milliseconds one tick more or less is a quarter core or more."""
+
+
 class OthersLoad:
     """Cores' worth of CPU time other processes used during a ``with`` block
-    (``others_cores``): ``.cores`` once the block ends, None where ``/proc/stat`` is missing.
-    Chapters 4 and 5 wrap each timed experiment in one, so that the load printed beside a
-    figure is the load it was timed under, not a sample taken earlier."""
+    (``others_cores``): ``.cores`` once the block ends, None where ``/proc/stat`` is missing,
+    and ``.seconds``, the block's wall time. Chapters 4 and 5 wrap each timed experiment in
+    one, so that the load printed beside a figure is the load it was timed under, not a sample
+    taken earlier."""
 
     def __init__(self) -> None:
         self.cores: float | None = None
+        self.seconds: float | None = None
         self._start: CpuSeconds | None = None
 
     def __enter__(self) -> OthersLoad:
@@ -289,7 +296,15 @@ class OthersLoad:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.cores = others_cores(self._start, cpu_seconds())
+        end = cpu_seconds()
+        self.cores = others_cores(self._start, end)
+        if self._start is not None and end is not None:
+            self.seconds = end.wall_s - self._start.wall_s
+
+    @property
+    def too_short(self) -> bool:
+        """Whether the block was shorter than ``MIN_LOAD_WINDOW_S``: too short to judge."""
+        return self.seconds is not None and self.seconds < MIN_LOAD_WINDOW_S
 
 
 def load_unreliable(cores: float | None, threads: int, total: int | None = None) -> bool:
@@ -302,10 +317,18 @@ def load_unreliable(cores: float | None, threads: int, total: int | None = None)
     return cores is not None and cores > max(0, total - threads) + LOAD_SLACK_CORES
 
 
-def load_note(cores: float | None, threads: int, total: int | None = None) -> str:
+def load_note(
+    cores: float | None, threads: int, total: int | None = None, seconds: float | None = None
+) -> str:
     """The load a figure was timed under, for printing beside it, and whether it made the
-    figure unreliable (``load_unreliable``)."""
+    figure unreliable (``load_unreliable``); "too short to judge" where the figure's window,
+    ``seconds``, was under ``MIN_LOAD_WINDOW_S``."""
     total = total or os.cpu_count() or 1
+    if seconds is not None and seconds < MIN_LOAD_WINDOW_S:
+        return (
+            f"other processes' load: too short to judge ({seconds * 1e3:.0f} ms timed; "
+            "/proc/stat counts 10 ms ticks)"
+        )
     if cores is None:
         return "other processes' load: unknown (no /proc/stat)"
     line = f"other processes used {cores:.1f} of {total} cores"

@@ -98,3 +98,25 @@ def test_others_cores_subtracts_this_process_and_divides_by_the_wall_clock():
     assert machine.others_cores(start, machine.CpuSeconds(10.5, 1.5, 101.0)) == 0.0
     assert machine.others_cores(None, end) is None
     assert machine.others_cores(end, start) is None  # no time has passed
+
+
+def test_load_note_calls_a_window_under_a_tenth_of_a_second_too_short_to_judge():
+    # /proc/stat counts 10 ms ticks: over 20 ms one tick is half a core.
+    assert "too short to judge (20 ms timed" in machine.load_note(1.5, 2, total=2, seconds=0.02)
+    assert "unreliable" in machine.load_note(1.5, 2, total=2, seconds=0.5)
+    assert "quiet enough for 1 timing thread" in machine.load_note(0.5, 1, total=2, seconds=0.5)
+    assert "unreliable" in machine.load_note(1.5, 2, total=2)  # no window given: judged
+
+
+def test_others_load_records_its_window_and_whether_it_was_too_short():
+    import time
+
+    with machine.OthersLoad() as short:
+        pass
+    with machine.OthersLoad() as long:
+        time.sleep(machine.MIN_LOAD_WINDOW_S * 1.5)
+    if short.seconds is None:  # no /proc/stat: then no window either
+        assert machine.cpu_seconds() is None and long.seconds is None
+        return
+    assert short.too_short and short.seconds < machine.MIN_LOAD_WINDOW_S
+    assert not long.too_short and long.seconds >= machine.MIN_LOAD_WINDOW_S
