@@ -49,9 +49,9 @@ def token_costs(
 ) -> dict[str, float]:  # fmt: skip
     """Dollars per million input and output tokens on ``ranks`` chips in one tensor-parallel
     group. ``"input"``: prefilling one prompt of ``prompt_tokens`` at a time
-    (``tensor_parallel.tp_ttft``), prompt tokens over its seconds; ``"output"``: decoding
+    (``sharding.tp_ttft``), prompt tokens over its seconds; ``"output"``: decoding
     ``batch`` sequences at ``context`` cached tokens, B tokens a step
-    (``tensor_parallel.tp_tpot``). ``"ratio"``: output over input."""
+    (``sharding.tp_tpot``). ``"ratio"``: output over input."""
     prefill = tp_ttft(cfg, hw, net, ranks, prompt_tokens, dtype=dtype)
     step = tp_tpot(cfg, hw, net, ranks, context, batch, dtype, kv_dtype=kv_dtype)
     costs = {"input": dollars_per_million(price_per_chip_hour, ranks, prompt_tokens / prefill),
@@ -67,7 +67,7 @@ def cheapest_degree(
     """The tensor-parallel degree and batch that decode at the least cost per output token
     with every sequence's TPOT within ``tpot_slo`` (chapter 10).
 
-    For each T of ``tensor_parallel.degrees(cfg, max_ranks)``: the largest batch that both
+    For each T of ``sharding.degrees(cfg, max_ranks)``: the largest batch that both
     fits in the T chips' memory (``tp_max_sequences``, sequences of ``context`` tokens) and
     keeps ``tp_tpot`` at or below the SLO (TPOT grows with the batch); its cost is
     ``dollars_per_million(price, T, B / TPOT)``. Returns the cheapest as a dict ``ranks``,

@@ -110,7 +110,7 @@ def shard_config(cfg: ModelConfig, ranks: int, replicate_kv: bool = False) -> Mo
     if getattr(cfg, "n_experts", 0) or getattr(cfg, "kv_lora_rank", 0):
         # Experts and a latent KV cache are split other ways (expert parallelism, MLA's
         # heads over a shared latent): these formulas cover dense attention and MLPs.
-        raise ValueError(f"{cfg.name}: tensor_parallel models dense decoders only")
+        raise ValueError(f"{cfg.name}: sharding models dense decoders only")
     kv = _kv_heads(cfg, ranks, replicate_kv)
     for field, bad in (("n_q_heads", cfg.n_q_heads % ranks), ("n_kv_heads", kv is None),
                        ("intermediate", cfg.intermediate % ranks)):  # fmt: skip
