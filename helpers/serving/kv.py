@@ -25,9 +25,11 @@ class KVMemory:
     ``allocator="paged"``: blocks of ``block_size`` tokens, taken as a sequence grows
     (vLLM's PagedAttention); ``prefix_caching`` lets requests with the same prefix id share
     its full blocks. ``allocator="reserve"``: a slot per request for its whole life, sized by
-    ``reservation``: ``"max"`` (``max_seq_len`` tokens), ``"pow2"`` (prompt + output rounded
-    up to a power of two) or ``"oracle"`` (prompt + output exactly): Orca (Max), Orca (Pow2)
-    and Orca (Oracle) in the vLLM paper. ``capacity_tokens``: e.g. ``kv_capacity_tokens``.
+    ``reservation``: ``"max"`` (``max_seq_len`` tokens), ``"pow2"`` (the prompt plus the output
+    rounded up to a power of two: the vLLM paper's sec. 6.1 over-reserves "the space for
+    outputs by at most 2×", an output of 25 tokens getting 32) or ``"oracle"`` (prompt +
+    output exactly): Orca (Max), Orca (Pow2) and Orca (Oracle) in the vLLM paper.
+    ``capacity_tokens``: e.g. ``kv_capacity_tokens``.
     """
 
     capacity_tokens: int
@@ -56,12 +58,11 @@ class KVMemory:
 
     def reserved(self, request: Request) -> int:
         """Slots a reservation allocator sets aside for ``request``."""
-        total = request.prompt + request.output
         if self.reservation == "max":
             return self.max_seq_len
-        if self.reservation == "pow2":
-            return 1 << (total - 1).bit_length()
-        return total
+        if self.reservation == "pow2":  # only the output is unknown: only it is rounded up
+            return request.prompt + (1 << (request.output - 1).bit_length())
+        return request.prompt + request.output
 
 
 def kv_capacity_tokens(cfg: ModelConfig, memory_bytes: float, dtype: str = "bf16",

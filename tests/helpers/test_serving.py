@@ -116,6 +116,21 @@ def test_reservation_caps_concurrency_where_paging_does_not_by_hand():
     assert reserve.max_running == 1 and paged.max_running == 2
 
 
+@pytest.mark.parametrize("prompt, output, reserved", [
+    (100, 25, 132),  # the vLLM paper's example: an output of 25 tokens reserves 32
+    (100, 32, 132),  # a power of two already: no rounding
+    (7, 1, 8),
+    (1000, 33, 1064),  # the total, 1033, would round to 2048
+])  # fmt: skip
+def test_pow2_reservation_rounds_the_output_and_adds_the_prompt(prompt, output, reserved):
+    # vLLM (SOSP 2023) sec. 6.1: Orca (Pow2) over-reserves the space for outputs by at most
+    # 2x; the prompt's length is known and reserved as it is.
+    request = Request(0.0, prompt, output)
+    got = KVMemory(4096, "reserve", reservation="pow2").reserved(request)
+    assert got == reserved
+    assert prompt + output <= got < prompt + 2 * output
+
+
 def test_preemption_and_recompute_by_hand():
     # 6 slots in blocks of 2 (3 blocks). A and B: prompt 2, 4 tokens, t = 0; 1 s steps.
     # Step 0 prefills both (1 block each; 1 free). Step 1: both hold 2 tokens and need a new

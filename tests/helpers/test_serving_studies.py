@@ -74,5 +74,11 @@ def test_kv_usage_study_reproduces_the_direction_of_the_vllm_finding():
     assert shares[0] < 0.3 and shares[2] < 0.7 and shares[3] > 0.9
     assert table["vLLM (paged)"]["max_running"] > table["Orca (Oracle)"]["max_running"]
     assert table["vLLM (paged)"]["throughput"] > table["Orca (Max)"]["throughput"]
+    # Fig. 2 also lost 8.9%, 41.6% and 36.6% to external fragmentation and others, which the
+    # simulator leaves out: without it the paper's token shares (22.4%, 45.9%, 60.3%) are
+    # within a few points of the simulator's.
+    for name, tokens, external in (("Orca (Max)", 0.204, 0.089), ("Orca (Pow2)", 0.268, 0.416),
+                                   ("Orca (Oracle)", 0.382, 0.366)):  # fmt: skip
+        assert table[name]["token_share"] == pytest.approx(tokens / (1 - external), abs=0.05)
 
 
