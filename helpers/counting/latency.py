@@ -115,15 +115,17 @@ def end_to_end(
     batch: int = 1,
     dtype: str = "bf16",
 ) -> float:
-    """TTFT + the decode steps for tokens 2 … n, each at its own context length.
+    """TTFT + the decode steps for tokens 2 … n, each at its own context length: after an
+    S-token prefill the first step runs at context S (``flops.forward_flops``' convention),
+    the last at S + n − 2.
 
     With a fixed TPOT this is TTFT + (n − 1)·TPOT; here TPOT grows as the cache grows.
     """
     positive_int(prompt_tokens, "prompt_tokens")
     positive_int(output_tokens, "output_tokens")
     total = ttft(cfg, hw, prompt_tokens, batch, dtype)
-    for step in range(1, output_tokens):
-        total += decode_step_time(cfg, hw, batch, prompt_tokens + step, dtype)
+    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
+        total += decode_step_time(cfg, hw, batch, context, dtype)
     return total
 
 
@@ -170,8 +172,9 @@ def upgrade_speedups(
 ) -> dict[str, float]:  # fmt: skip
     """End to end, how much faster ``batch`` requests served together run on a chip
     ``factor`` times ``hw`` in one ceiling (chapter 9): one prefill pass of the ``batch``
-    prompts, then ``output_tokens`` − 1 decode steps at contexts prompt + 1, prompt + 2, …
-    Returns ``{"prefill_share": share of the time on hw spent in prefill, "flops": speedup,
+    prompts, then ``output_tokens`` − 1 decode steps at contexts prompt, prompt + 1, …,
+    prompt + output_tokens − 2 (the first step reads the prompt's S tokens). Returns
+    ``{"prefill_share": share of the time on hw spent in prefill, "flops": speedup,
     "bandwidth": speedup}``.
 
     Amdahl's law over the roofline's parts: each part (the prefill pass; each decode step's
@@ -182,8 +185,8 @@ def upgrade_speedups(
         raise ValueError(f"factor must be positive, got {factor!r}")
     positive_int(output_tokens, "output_tokens")
     parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for step in range(1, output_tokens):
-        parts += decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()
+    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
+        parts += decode_split(cfg, hw, batch, context, dtype).values()
     before = sum(part.seconds for part in parts)
     flops = sum(max(part.compute_seconds / factor, part.memory_seconds) for part in parts)
     bandwidth = sum(max(part.compute_seconds, part.memory_seconds / factor) for part in parts)
@@ -206,8 +209,8 @@ def flops_to_match(
         raise ValueError(f"bandwidth_factor must be positive, got {bandwidth_factor!r}")
     positive_int(output_tokens, "output_tokens")
     parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for step in range(1, output_tokens):
-        parts += decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()
+    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
+        parts += decode_split(cfg, hw, batch, context, dtype).values()
 
     def run(flops_factor: float) -> float:
         return sum(max(p.compute_seconds / flops_factor, p.memory_seconds) for p in parts)
@@ -232,12 +235,14 @@ def batch_at_load(
     cfg: ModelConfig, hw: HardwareSpec, context: int, rate: float, decode_steps: int,
     dtype: str = "bf16",
 ) -> dict[str, float] | None:  # fmt: skip
-    """The batch a continuous-batching engine settles at under a load, and its TPOT
-    (chapter 9). ``rate`` requests/s each need ``decode_steps`` decode steps, every sequence
-    at ``context`` cached tokens; a step of B sequences takes ``decode_step_time``. By
+    """The smallest batch that keeps up with a load, an upper bound on the batch a
+    continuous-batching engine holds, and its TPOT (chapter 9). ``rate`` requests/s each
+    need ``decode_steps`` decode steps, every sequence at ``context`` cached tokens; a step
+    of B sequences takes ``decode_step_time``. By
     Little's law the engine holds rate · decode_steps · TPOT sequences, and TPOT is the step
-    of the batch it holds: it settles at the smallest B >= 1 with
-    B >= rate · decode_steps · step(B) (below it sequences pile up, above it they drain).
+    of the batch it holds: the smallest B >= 1 with B >= rate · decode_steps · step(B) keeps
+    up (below it sequences pile up); the mean held, rate · decode_steps · step(B), is at
+    most B.
     Returns ``{"batch": B, "tpot": step(B)}``, or None when no B that fits in memory
     (``max_concurrent_sequences``) keeps up.
 

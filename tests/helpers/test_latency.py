@@ -30,8 +30,8 @@ def test_end_to_end_is_ttft_plus_decode_steps():
     total = latency.end_to_end(QWEN, H100, 512, 3)
     expected = (
         latency.ttft(QWEN, H100, 512)
+        + latency.decode_step_time(QWEN, H100, 1, 512)  # the first step reads the prompt
         + latency.decode_step_time(QWEN, H100, 1, 513)
-        + latency.decode_step_time(QWEN, H100, 1, 514)
     )
     assert total == pytest.approx(expected, rel=1e-12)
     assert latency.end_to_end(QWEN, H100, 512, 1) == latency.ttft(QWEN, H100, 512)

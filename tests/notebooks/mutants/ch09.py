@@ -65,7 +65,7 @@ def _load(**wrong):
 _MATCH = '''
 def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_factor, dtype="bf16"):
     parts = [latency.prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for step in range(1, {steps}):
+    for context in range(prompt_tokens, prompt_tokens + {steps}):
         parts += {decode}
     target = sum(max(p.compute_seconds, p.memory_seconds / bandwidth_factor) for p in parts)
 
@@ -84,8 +84,8 @@ def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_facto
 '''
 
 _MATCH_RIGHT = {
-    "steps": "output_tokens",
-    "decode": "roofline.decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()",
+    "steps": "output_tokens - 1",
+    "decode": "roofline.decode_split(cfg, hw, batch, context, dtype).values()",
     "faster": "max(p.compute_seconds / f, p.memory_seconds)",
     "impossible": "sum(p.memory_seconds for p in parts) > target * (1 + 1e-12)",
 }
@@ -152,8 +152,8 @@ def batch_at_load(cfg, hw, context, rate, decode_steps, dtype="bf16"):
         "Amdahl on the phases' labels: FLOPs speed the prefill, bandwidth the decode": '''
 def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_factor, dtype="bf16"):
     prefill = latency.prefill_time(cfg, hw, prompt_tokens, batch, dtype).seconds
-    decode = sum(part.seconds for step in range(1, output_tokens) for part in
-                 roofline.decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values())
+    decode = sum(part.seconds for context in range(prompt_tokens, prompt_tokens + output_tokens - 1)
+                 for part in roofline.decode_split(cfg, hw, batch, context, dtype).values())
     room = prefill - decode * (1 - 1 / bandwidth_factor)  # prefill / f must equal this
     if room <= 0:
         return None
@@ -164,24 +164,26 @@ def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_facto
                    "else p.memory_seconds)"),
         "never None: the bisection's top when nothing matches": _match(impossible="False"),
         "one decode step too many (the first token is the prefill's)": _match(
-            steps="output_tokens + 1"),
+            steps="output_tokens"),
+        "each step one token of context late (the first at prompt_tokens + 1)": _match(
+            decode="roofline.decode_split(cfg, hw, batch, context + 1, dtype).values()"),
         "one roofline over each whole decode step (the aggregate model)": _match(
-            decode="[roofline.roofline_time(flops.forward_flops(cfg, 1, context=prompt_tokens "
-                   "+ step, batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
-                   "context=prompt_tokens + step, batch=batch, dtype=dtype, "
-                   "logits='last').values()), hw, dtype)]"),
+            decode="[roofline.roofline_time(flops.forward_flops(cfg, 1, context=context, "
+                   "batch=batch, logits='last').total, sum(memory.forward_bytes(cfg, 1, "
+                   "context=context, batch=batch, dtype=dtype, logits='last').values()), hw, "
+                   "dtype)]"),
         "the run's bandwidth speedup taken for the FLOPs factor": '''
 def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_factor, dtype="bf16"):
     parts = [latency.prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for step in range(1, output_tokens):
-        parts += roofline.decode_split(cfg, hw, batch, prompt_tokens + step, dtype).values()
+    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
+        parts += roofline.decode_split(cfg, hw, batch, context, dtype).values()
     before = sum(p.seconds for p in parts)
     after = sum(max(p.compute_seconds, p.memory_seconds / bandwidth_factor) for p in parts)
     return float(before / after)
 ''',
         "hard-codes the visible answers": '''
 def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_factor, dtype="bf16"):
-    return None if batch == 1 else 4.580372820793542
+    return None if batch == 1 else 4.578730928279072
 ''',
     },
     "ch09_choose_config": {
