@@ -11,7 +11,10 @@
 
 Each GEMM or stream is timed like every sweep point (``helpers.measuring.timing``: median of the
 samples), and the ceiling is the best shape (as mamf-finder does), so that a sweep point's
-share of the ceiling compares like with like.
+share of the ceiling compares like with like. Only a steady timing may set a ceiling: one whose
+IQR is under ``STEADY_SPREAD`` (half) of its median (``steady``). A two-mode sample (some
+rounds fast, some stalled behind another process) has a median that is a coin toss between the
+modes, and its IQR is then several times the median.
 
 Both are labelled "measured" and carry the device name, torch version and date; where the
 device is in ``helpers.counting.hardware``'s table, its datasheet figures sit beside them.
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Ceilings",
+    "STEADY_SPREAD",
     "datasheet_chip",
     "GEMMS_ENV",
     "gemm_shapes",
@@ -42,11 +46,22 @@ __all__ = [
     "stream_buffer",
     "measure_bandwidth",
     "measure_ceilings",
+    "steady",
     "with_best_bandwidth",
 ]
 
 MiB = 2**20
 GiB = 2**30
+
+STEADY_SPREAD = 0.5
+"""The largest IQR / median of a timing that may set a ceiling (``steady``)."""
+
+
+def steady(median_s: float, iqr_s: float) -> bool:
+    """Whether a timing is steady enough to set a ceiling: its IQR under ``STEADY_SPREAD`` of
+    its median. A busy machine's two-mode samples (IQR several times the median) are not."""
+    return median_s > 0 and iqr_s < STEADY_SPREAD * median_s
+
 
 GEMMS_ENV = "TEXTBOOK_CEILING_GEMMS"
 """Environment variable that replaces the GEMMs ``gemm_shapes`` offers for the matmul
@@ -152,11 +167,13 @@ def measure_matmul_ceiling(
 ) -> tuple[float, tuple[int, int, int], str]:
     """Best FLOP/s over ``shapes`` (default ``gemm_shapes``), the shape that reached it and
     the kernel that ran it: each shape runs with its fastest kernel (``kernels.fastest``).
+    Only steady timings (``steady``) compete; if none is steady, the steadiest one is taken.
 
     The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
     its best case, which is what a ceiling is.
     """
     best: tuple[float, tuple[int, int, int], str] | None = None
+    steadiest: tuple[float, tuple[float, tuple[int, int, int], str]] | None = None
     for m, k, n in shapes or gemm_shapes(device, quick):
         x = timing.random_tensor((m, k), machine.torch_dtype(dtype), device)
         w = timing.random_tensor((n, k), machine.torch_dtype(dtype), device)
@@ -166,11 +183,13 @@ def measure_matmul_ceiling(
                                                    min_run_time=0.1 if quick else 0.5,
                                                    max_run_time=0.5 if quick else 3.0)  # fmt: skip
         flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
-        if best is None or flops > best[0]:
+        if steady(measured.median_s, measured.iqr_s) and (best is None or flops > best[0]):
             best = (flops, (m, k, n), kernel.name)
+        if steadiest is None or measured.relative_iqr < steadiest[0]:
+            steadiest = (measured.relative_iqr, (flops, (m, k, n), kernel.name))
         del x, w, candidates
-    assert best is not None
-    return best
+    assert steadiest is not None
+    return best if best is not None else steadiest[1]
 
 
 def bandwidth_buffer_bytes(device: str, quick: bool) -> int:

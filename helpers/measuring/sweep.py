@@ -34,7 +34,9 @@ Ceilings. The bandwidth is streamed before the sweep, between dtypes and after i
 matmul ceilings are measured before and after it; the final ceilings are the best of all of
 them *and* of every point of the sweep (a one-token matmul that streams faster than
 ``x.sum()`` sets the bandwidth ceiling), and every prediction is made from those
-(``raise_ceilings``). So no point sits above its own roofline.
+(``raise_ceilings``). A point sets a ceiling only if its timing is steady (IQR under
+``ceilings.STEADY_SPREAD`` of its median, ``ceilings.steady``). So no steady point sits above
+its own roofline.
 
 Its results record, and what is read from it, are ``helpers.measuring.sweep_record``'s.
 
@@ -345,15 +347,18 @@ def raise_ceilings(
     ``matmuls``: per dtype, a ceiling GEMM measured again, as ``(FLOP/s, shape, kernel)``;
     ``matmul_streams``: B/s a matmul streamed outside the sweep (``paired_decode``), each with
     a label naming that matmul, which the bandwidth method then gives where it is the best.
-    Then the points themselves: a point's achieved B/s above the bandwidth ceiling (a
-    one-token matmul can stream faster than ``x.sum()``: it is the better streaming kernel)
-    becomes the ceiling, and a point's achieved FLOP/s above its dtype's matmul ceiling
+    Then the points themselves, the steady ones (``ceilings.steady``: IQR under
+    ``ceilings.STEADY_SPREAD`` of the median): a point's achieved B/s above the bandwidth
+    ceiling (a one-token matmul can stream faster than ``x.sum()``: it is the better streaming
+    kernel) becomes the ceiling, and a point's achieved FLOP/s above its dtype's matmul ceiling
     becomes that ceiling. On a shared machine other programs' traffic moves every rate from
-    second to second; a ceiling is the best this device reached, so no point can beat its own
-    roofline."""
+    second to second; a ceiling is the best this device reached, so no steady point can beat
+    its own roofline. A two-mode point (IQR several times its median) sets nothing: its
+    median is a coin toss between a fast and a stalled mode."""
     streamed = ceilings_mod.with_best_bandwidth(ceilings, bandwidths)
     bandwidth, method = streamed.bandwidth, streamed.bandwidth_method
-    fastest = max(points, key=lambda p: p.achieved_bandwidth, default=None)
+    candidates = [p for p in points if ceilings_mod.steady(p.median_s, p.iqr_s)]
+    fastest = max(candidates, key=lambda p: p.achieved_bandwidth, default=None)
     if fastest is not None and fastest.achieved_bandwidth > bandwidth:
         bandwidth = fastest.achieved_bandwidth
         method = (f"the {fastest.dtype} {fastest.shape} matmul at m={fastest.m} "
@@ -368,8 +373,8 @@ def raise_ceilings(
         if dtype in flops and rate > flops[dtype]:
             flops[dtype], shapes[dtype], kernel_names[dtype] = rate, tuple(shape), kernel
     for dtype in flops:
-        best = max((p for p in points if p.dtype == dtype), key=lambda p: p.achieved_flops,
-                   default=None)  # fmt: skip
+        best = max((p for p in candidates if p.dtype == dtype),
+                   key=lambda p: p.achieved_flops, default=None)  # fmt: skip
         if best is not None and best.achieved_flops > flops[dtype]:
             flops[dtype], shapes[dtype], kernel_names[dtype] = (
                 best.achieved_flops, (best.m, best.k, best.n), best.kernel)

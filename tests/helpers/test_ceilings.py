@@ -35,6 +35,13 @@ def test_matmul_ceiling_is_the_best_of_the_shapes_tried():
     assert math.isfinite(flops) and flops > 0
 
 
+def test_steady_is_an_iqr_under_half_the_median():
+    assert ceilings.STEADY_SPREAD == 0.5
+    assert ceilings.steady(1.0, 0.49) and not ceilings.steady(1.0, 0.5)
+    assert not ceilings.steady(1.29e-3, 14.0e-3)  # a two-mode sample: IQR 11x the median
+    assert not ceilings.steady(0.0, 0.0)
+
+
 def test_bandwidth_is_positive_and_finite():
     bandwidth = ceilings.measure_bandwidth("cpu", nbytes=16 * 2**20)
     assert math.isfinite(bandwidth) and bandwidth > 0

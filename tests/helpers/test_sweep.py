@@ -259,6 +259,22 @@ def test_a_point_faster_than_its_ceiling_raises_it():
     assert sweep.raise_ceilings([], FAKE, matmuls=matmul)[1].matmul_flops["fp32"] == 5e11
 
 
+def test_a_two_mode_point_sets_no_ceiling():
+    # IQR 10x the median (some rounds fast, some stalled): above the ceilings, yet sets neither
+    gemv = replace(_point("fp32", 1, 1, flops=2e6, nbytes=4e8, median_s=0.02, predicted_s=0.0),
+                   iqr_s=0.2)
+    gemm = replace(_point("fp32", 2048, 1, flops=3e11, nbytes=1e8, median_s=1.0,
+                          predicted_s=0.0), iqr_s=10.0)
+    points, raised = sweep.raise_ceilings([gemv, gemm], FAKE)
+    assert (raised.bandwidth, raised.matmul_flops) == (FAKE.bandwidth, FAKE.matmul_flops)
+    assert points[0].predicted_s == pytest.approx(4e8 / FAKE.bandwidth)  # still re-predicted
+    # just under the limit it counts; at the limit it does not
+    under = replace(gemv, iqr_s=0.0099)
+    assert sweep.raise_ceilings([under], FAKE)[1].bandwidth == pytest.approx(2e10)
+    at = replace(gemv, iqr_s=0.01)
+    assert sweep.raise_ceilings([at], FAKE)[1].bandwidth == FAKE.bandwidth
+
+
 def test_a_matmul_stream_that_sets_the_ceiling_is_labelled_a_matmul():
     labelled = [(4e10, "the bf16 gate,up matmul at m=1, paired"), (1e9, "a slow one")]
     _, raised = sweep.raise_ceilings([], FAKE, bandwidths=[2e10], matmul_streams=labelled)

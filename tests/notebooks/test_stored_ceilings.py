@@ -39,7 +39,9 @@ def test_stored_bench_runs_stay_under_their_ceilings():
 
 def test_chapter_5_sweep_stays_under_its_roofline():
     text = _stored_text("05_matmuls")
-    found = re.findall(r"points more than 10% above their own roofline: (\d+) of (\d+)", text)
+    # a point too noisy to set a ceiling (IQR at least half its median) may sit above it
+    found = re.findall(r"steady points more than 10% above their own roofline: (\d+) of (\d+)",
+                       text)  # fmt: skip
     assert len(found) == 1, "the stored chapter 5 must print the sweep's check once"
     above, total = map(int, found[0])
     assert total > 0 and above == 0
