@@ -154,6 +154,22 @@ class RooflineSteps:
         r0, rs = self._reduce  # both 0 on one chip
         return r0 + rs * tokens
 
+    def parts(self, step: Step) -> dict[str, float]:
+        """The step's seconds by part, as ``__call__`` sums them: ``"linear"`` (the linear
+        layers and LM head, the weights read once), ``"attention"`` (the prompt chunks' and
+        the decodes') and ``"other"`` (``step_overhead_s`` and the all-reduces). Chapter 8
+        splits a chunked prefill's slowdown with it; the simulator calls ``__call__``."""
+        attention = 0.0
+        if step.prefill:
+            keys = sum(attended_keys(tokens, context, "causal") for tokens, context in step.prefill)
+            attention += self._attention(keys, sum(tokens for tokens, _ in step.prefill),
+                                         sum(context for _, context in step.prefill))  # fmt: skip
+        if step.decode:
+            attention += self._attention(step.decode_context + step.decode, step.decode,
+                                         step.decode_context)  # fmt: skip
+        return {"linear": self._weights(step.tokens, step.heads), "attention": attention,
+                "other": self.step_overhead_s + self._all_reduces(step.tokens)}  # fmt: skip
+
     def __call__(self, step: Step) -> float:
         seconds = self.step_overhead_s + self._weights(step.tokens, step.heads)
         seconds += self._all_reduces(step.tokens)

@@ -323,6 +323,14 @@ def test_roofline_mixed_step_is_the_sum_of_its_three_parts():
     )  # fmt: skip
     step = Step(((300, 0), (200, 700)), 5, 5000, 6)
     assert serving.RooflineSteps(QWEN, H100)(step) == pytest.approx(expected, rel=1e-12)
+    # its parts: the linear layers' term alone, attention the two others, nothing else here
+    parts = serving.RooflineSteps(QWEN, H100).parts(step)
+    linear = roofline.roofline_time(linear_flops, linear_bytes, H100).seconds
+    assert parts["linear"] == pytest.approx(linear, rel=1e-12)
+    assert parts["attention"] == pytest.approx(expected - linear, rel=1e-12)
+    assert parts["other"] == 0.0
+    launched = serving.RooflineSteps(QWEN, H100, step_overhead_s=1e-3)
+    assert sum(launched.parts(step).values()) == pytest.approx(launched(step), rel=1e-12)
 
 
 def test_roofline_chunking_costs_only_below_the_ridge():
