@@ -11,6 +11,7 @@ curve and the chosen point as data; ``draw_attention_share`` draws it on a matpl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from matplotlib.ticker import FuncFormatter
@@ -60,7 +61,8 @@ class AttentionShare:
     attention: int
     matmuls: int
     two_n: int
-    crossover: float
+    crossover: float  # keys, where the curve crosses 50% (the figure's line)
+    crossover_tokens: int  # the cached tokens a step has there: chapter 1's table's figure
     sliding_window: int | None
 
     @property
@@ -73,7 +75,7 @@ class AttentionShare:
             f"{self.preset}, token {self.context:,}: attention {self.attention / 1e9:.3g} GFLOP "
             f"+ matmuls {self.matmuls / 1e9:.3g} GFLOP; attention is "
             f"{self.point_share:.1%} of the step ({self.attention / self.two_n:.1%} of 2N). "
-            f"Attention equals the matmuls at {self.crossover:,.0f} tokens."
+            f"Attention equals the matmuls at {self.crossover_tokens:,} tokens."
         )
         if self.sliding_window is not None and self.context > self.sliding_window:
             text += (
@@ -109,6 +111,7 @@ def attention_share(
         matmuls=matmuls,
         two_n=two_n,
         crossover=float(flops.attention_balance_keys(cfg)),
+        crossover_tokens=flops.attention_crossover(dataclasses.replace(cfg, sliding_window=None)),
         sliding_window=cfg.sliding_window,
     )
 
