@@ -75,7 +75,7 @@ class AttentionShare:
             f"{self.preset}, token {self.context:,}: attention {self.attention / 1e9:.3g} GFLOP "
             f"+ matmuls {self.matmuls / 1e9:.3g} GFLOP; attention is "
             f"{self.point_share:.1%} of the step ({self.attention / self.two_n:.1%} of 2N). "
-            f"Attention equals the matmuls at {self.crossover_tokens:,} tokens."
+            f"Attention equals the matmuls with {self.crossover_tokens:,} tokens cached."
         )
         if self.sliding_window is not None and self.context > self.sliding_window:
             text += (

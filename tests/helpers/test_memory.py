@@ -207,3 +207,29 @@ def test_kv_dtype_or_is_the_one_default_of_the_cache_dtype():
     free = room - memory.weight_bytes(qwen)
     assert memory.max_concurrent_sequences(qwen, room, 4096, kv_dtype="fp8") == int(
         free // (memory.kv_bytes_per_token(qwen, "fp8") * 4096))
+
+
+def test_int4_checkpoint_bytes_is_what_awq_tensors_hold():
+    """The tensors AutoAWQ's GEMM format stores for each nn.Linear of the layers (qweight
+    [in, out/8] int32, scales [groups, out] fp16, qzeros [groups, out/8] int32), the rest of
+    the model in bf16: their nbytes is the count (chapter 2's int4 checkpoint)."""
+    import torch
+
+    from helpers.decoder.model import Decoder
+
+    cfg = ModelConfig(name="tiny-tied", model_type="qwen2", hidden=256, intermediate=704,
+                      layers=4, n_q_heads=8, n_kv_heads=2, head_dim=32, vocab=1000,
+                      tied_embeddings=True, qkv_bias=True)
+    model = Decoder(cfg).to(dtype=torch.bfloat16)  # on the CPU: meta would untie the matrix
+    linears = [linear for layer in model.layers
+               for linear in (*layer.attention.children(), *layer.mlp.children())]
+    packed = []
+    for linear in linears:
+        fan_out, fan_in = linear.weight.shape
+        groups = -(-fan_in // 128)
+        packed += [torch.empty(fan_in, fan_out // 8, dtype=torch.int32, device="meta"),
+                   torch.empty(groups, fan_out, dtype=torch.float16, device="meta"),
+                   torch.empty(groups, fan_out // 8, dtype=torch.int32, device="meta")]
+    quantized = {id(linear.weight) for linear in linears}
+    kept = [p for p in model.parameters() if id(p) not in quantized]
+    assert sum(t.nbytes for t in packed + kept) == memory.int4_checkpoint_bytes(cfg, 128)
