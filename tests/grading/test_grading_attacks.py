@@ -21,7 +21,8 @@ ATTACKS = {
     "exits inside the call": ("import os\ndef square(n):\n    os._exit(0)", "crash"),
     "sys.exit in the call": ("import sys\ndef square(n):\n    sys.exit(0)", "failed"),
     "patches the checker": (
-        "import helpers.book.checks\nhelpers.checks.check_int = lambda *a, **k: None\n" + WRONG,
+        "import helpers.book.checks\n"
+        "helpers.book.checks.check_int = lambda *a, **k: None\n" + WRONG,
         "failed",
     ),
     "shadows the checker": ("def check_int(*a, **k):\n    pass\n" + WRONG, "failed"),

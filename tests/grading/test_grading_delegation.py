@@ -27,6 +27,8 @@ def helpers_references(assignment: course.Assignment, exercise: course.Exercise)
         value = namespace.get(head)
         for part in rest:
             value = getattr(value, part, None)
+        if isinstance(value, types.MethodType) and isinstance(value.__self__, type):
+            value = value.__func__  # a classmethod (``timing.Timing.from_samples``): its function
         module = getattr(value, "__module__", "") or ""
         if (isinstance(value, types.FunctionType) and module.startswith("helpers.")
                 and module not in ("helpers.book.checks", "helpers.book.notebook")

@@ -81,7 +81,7 @@ found = copy.int4_checkpoint_bytes
 """,
     "pickle.loads of the function by name": """
 import pickle
-found = pickle.loads(b"chelpers.memory\\nint4_checkpoint_bytes\\n.")
+found = pickle.loads(b"chelpers.counting.memory\\nint4_checkpoint_bytes\\n.")
 """,
     "an Unpickler whose find_class imports afresh (copyreg's route)": """
 import copyreg, importlib, io, pickle, sys
@@ -91,7 +91,7 @@ class Fresh(pickle.Unpickler):
             del sys.modules[loaded]
         return getattr(importlib.import_module(module), name)
 copyreg.pickle(type(len), lambda f: (getattr, (f.__self__, f.__name__)))
-found = Fresh(io.BytesIO(b"chelpers.memory\\nint4_checkpoint_bytes\\n.")).load()
+found = Fresh(io.BytesIO(b"chelpers.counting.memory\\nint4_checkpoint_bytes\\n.")).load()
 """,
     "the real function found in memory with gc": """
 import gc, types
