@@ -8,6 +8,7 @@ the GPU reference (``helpers.programs.gpu_reference``) keeps: the device, ``"cei
 another device reads the same. ``roofline_results`` is the record an ideal device would write.
 
 Read from a record or its points: ``summarize`` (the headline figures over whole layers),
+``shortfalls`` (what set each matmul ceiling, and the points under ``SHORT_SHARE`` of one),
 ``points_above_roofline`` (a check that the ceilings were reconciled), ``layer_points`` (one
 layer's points), ``compute_end``, ``measured_ridge`` and ``token_knee`` (the point that
 stands for the compute roof, the ridge, and the knee in tokens m,
@@ -40,6 +41,7 @@ __all__ = [
     "record_ceilings",
     "roofline_results",
     "summarize",
+    "shortfalls",
     "points_above_roofline",
     "results_ceilings",
     "layer_points",
@@ -47,6 +49,10 @@ __all__ = [
     "measured_ridge",
     "token_knee",
 ]
+
+SHORT_SHARE = 0.9
+"""A decode (m = 1) or prefill (m ≥ ``PREFILL_MIN_TOKENS``) point under this share of its
+ceiling is one that misses it (``shortfalls``)."""
 
 
 def results_record(
@@ -139,6 +145,28 @@ def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dic
             entry["prefill_kernels"] = sorted({p.kernel for p in prefill})
         summary[dtype] = entry
     return summary
+
+
+def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dict[str, Any]]:
+    """Per dtype: ``"shape"``, the (m, k, n) that set its matmul ceiling, and ``"setter"``, the
+    sweep point of that shape (None: a GEMM of the ceiling measurement, no layer's shape);
+    ``"prefill"``, the points from ``PREFILL_MIN_TOKENS`` tokens under ``SHORT_SHARE`` of the
+    matmul ceiling; ``"decode"``, the m = 1 points under ``SHORT_SHARE`` of the bandwidth;
+    ``"swept"``, whether any point is that long a prefill."""
+    found: dict[str, dict[str, Any]] = {}
+    for dtype in dict.fromkeys(p.dtype for p in points):
+        ours = [p for p in points if p.dtype == dtype]
+        peak, shape = ceilings.peak(dtype), tuple(ceilings.matmul_shape.get(dtype, ()))
+        found[dtype] = {
+            "shape": shape,
+            "setter": next((p for p in ours if (p.m, p.k, p.n) == shape), None),
+            "prefill": [p for p in ours if p.m >= PREFILL_MIN_TOKENS
+                        and p.achieved_flops < SHORT_SHARE * peak],
+            "decode": [p for p in ours
+                       if p.m == 1 and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth],
+            "swept": any(p.m >= PREFILL_MIN_TOKENS for p in ours),
+        }  # fmt: skip
+    return found
 
 
 def points_above_roofline(

@@ -1,32 +1,29 @@
 """Prefill and decode matmuls, measured (chapter 5, `05_matmuls`): ``python -m
 helpers.programs.bench``.
 
-The command line of the matmul sweep (``helpers.measuring.sweep``) and its reports. Measures this
-device's ceilings (``helpers.measuring.ceilings``), sweeps the linear layers of one decoder layer
-of a
-preset over m = 1, 2, 4, …, 4096 tokens (``sweep.measure_sweep``), reconciles the ceilings
-with every rate seen (``sweep.remeasure_ceilings``), then prints a table and the headline
-figures and writes the sweep's results record (``sweep.results_record``) as JSON and a
-roofline PNG. ``--pairs N`` runs the paired decode check (``sweep.paired_decode``) instead.
+The command line of the matmul sweep and its reports. Runs the sweep
+(``helpers.measuring.sweep_run.run_sweep``: this device's ceilings, the linear layers of one
+decoder layer of a preset over m = 1, 2, 4, …, 4096 tokens, the ceilings reconciled with every
+rate seen), then prints a table and the headline figures (``report``) and writes the run's
+results record (``SweepRun.record``) as JSON and a roofline PNG. ``--pairs N`` runs the
+paired decode check (``sweep.paired_decode``) instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from helpers.counting.models import ModelConfig
-from helpers.measuring import ceilings as ceilings_mod
-from helpers.measuring import kernels, machine, sweep, sweep_record
+from helpers.measuring import kernels, machine, sweep, sweep_record, sweep_run
 from helpers.measuring.ceilings import Ceilings
 from helpers.measuring.sweep import SweepPoint
+from helpers.measuring.sweep_run import SweepRun
 from helpers.widgets import plots
 
 __all__ = [
@@ -35,18 +32,15 @@ __all__ = [
     "shortfalls",
     "format_pairs",
     "save_roofline_png",
+    "report",
     "run",
     "run_pairs",
     "main",
 ]
 
-DEFAULT_MODEL = "Qwen2.5-7B"
+DEFAULT_MODEL = sweep_run.DEFAULT_MODEL
 DEFAULT_DTYPES = ("fp32", "bf16")
-BUSY_SHARE = 0.05
-BANDWIDTH_DRIFT = 0.15
-SHORT_SHARE = 0.9
-"""A decode (m = 1) or prefill (m ≥ ``sweep.PREFILL_MIN_TOKENS``) point under this share of
-its ceiling is named by ``format_summary`` as one that misses it."""
+SHORT_SHARE = sweep_record.SHORT_SHARE
 
 
 def format_table(points: Sequence[SweepPoint]) -> str:
@@ -105,22 +99,27 @@ def format_summary(
 def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
     """Per dtype, what set its matmul ceiling (a sweep point, or a GEMM of the ceiling
     measurement that is no layer's shape) and the shapes under ``SHORT_SHARE`` of a ceiling:
-    prefill points of the matmul ceiling, decode points of the bandwidth ceiling."""
+    prefill points of the matmul ceiling, decode points of the bandwidth ceiling
+    (``sweep_record.shortfalls``), one line each."""
     lines = []
-    for dtype in dict.fromkeys(p.dtype for p in points):
-        ours = [p for p in points if p.dtype == dtype]
-        peak, shape = ceilings.peak(dtype), tuple(ceilings.matmul_shape.get(dtype, ()))
-        setter = next((p for p in ours if (p.m, p.k, p.n) == shape), None)
-        source = (f"the sweep's {setter.shape} at m={setter.m}" if setter else
-                  f"the GEMM {'x'.join(map(str, shape))}, no layer's shape")
-        prefill = [f"{p.shape} m={p.m}{f' (scale {p.scale})' if p.scale > 1 else ''} "
-                   f"{p.achieved_flops / peak:.0%}" for p in ours
-                   if p.m >= sweep.PREFILL_MIN_TOKENS and p.achieved_flops < SHORT_SHARE * peak]
-        decode = [f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in ours
-                  if p.m == 1 and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth]
-        swept = any(p.m >= sweep.PREFILL_MIN_TOKENS for p in ours)
+    for dtype, found in sweep_record.shortfalls(points, ceilings).items():
+        setter, peak = found["setter"], ceilings.peak(dtype)
+        source = (
+            f"the sweep's {setter.shape} at m={setter.m}"
+            if setter
+            else f"the GEMM {'x'.join(map(str, found['shape']))}, no layer's shape"
+        )
+        prefill = [
+            f"{p.shape} m={p.m}{f' (scale {p.scale})' if p.scale > 1 else ''} "
+            f"{p.achieved_flops / peak:.0%}"
+            for p in found["prefill"]
+        ]
+        decode = [
+            f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in found["decode"]
+        ]
         lines.append(f"  {dtype} matmul ceiling set by {source}; under {SHORT_SHARE:.0%} of "
-                     f"it, prefill: {', '.join(prefill) or ('none' if swept else 'not swept')}; "
+                     f"it, prefill: "
+                     f"{', '.join(prefill) or ('none' if found['swept'] else 'not swept')}; "
                      f"under {SHORT_SHARE:.0%} of the bandwidth, decode: "
                      f"{', '.join(decode) or 'none'}")  # fmt: skip
     return lines
@@ -191,6 +190,25 @@ def _checked_model(model: str, dtypes: Sequence[str], device: str) -> ModelConfi
     return cfg
 
 
+def report(run: SweepRun) -> None:
+    """Print a sweep run (``sweep_run.SweepRun``): its table, its summary, and its verdicts on
+    the machine (busy, bandwidth drift; warnings on stderr)."""
+    print(format_table(run.points))
+    print()
+    print(format_summary(run.summary, run.ceilings, run.points))
+    if run.busy:
+        print(f"warning: other processes used {run.others_share:.0%} of the CPU during this "
+              "run; they compete with the benchmark's threads, so its timings are slow and "
+              "noisy", file=sys.stderr)  # fmt: skip
+    print(f"  bandwidth before the sweep {run.bandwidth_before / 1e9:.1f} GB/s, after it "
+          f"{run.bandwidth_after / 1e9:.1f} GB/s ({run.bandwidth_drift:+.0%}); each ceiling is "
+          "the best rate of the run")  # fmt: skip
+    if run.drifted:
+        print(f"warning: the memory bandwidth changed by {run.bandwidth_drift:+.0%} during this "
+              "run (other processes or tenants using memory): memory-bound timings vary with "
+              "it", file=sys.stderr)  # fmt: skip
+
+
 def run(
     device: str,
     dtypes: Sequence[str],
@@ -201,64 +219,18 @@ def run(
     max_tokens: int = sweep.MAX_TOKENS,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Measure ceilings, sweep, print the table, write JSON and PNG; returns the results."""
-    cfg = _checked_model(model, dtypes, device)
-    if scale is not None and scale < 1:
-        raise ValueError(f"scale must be at least 1, got {scale}")
-    tokens = sweep.token_counts(max_tokens)
-
-    start = machine.cpu_seconds()
-    ceilings = ceilings_mod.measure_ceilings(device, tuple(dtypes), quick)
-    # per dtype: a CPU without bf16 arithmetic must not shrink its fp32 prefill too
-    labels = [s.label for s in sweep.layer_shapes(cfg)]
-    scales = {dtype: ({m: dict.fromkeys(labels, scale) for m in tokens} if scale
-                      else sweep.choose_scales(cfg, [dtype], tokens, ceilings, quick))
-              for dtype in dtypes}  # fmt: skip
-    streams = [ceilings.bandwidth]  # before, between dtypes, after
-    points: list[SweepPoint] = []
-    for i, dtype in enumerate(dtypes):
-        if i:
-            streams.append(ceilings_mod.measure_bandwidth(device, quick))
-        points += sweep.measure_sweep(ceilings, cfg, [dtype], scales[dtype], quick, progress)
-    points, ceilings, bandwidth_after = sweep.remeasure_ceilings(points, ceilings, quick,
-                                                                 streams[1:])
-    streams.append(bandwidth_after)
-    others = machine.others_share(start)
-    bandwidth_before = streams[0]
-    drift = bandwidth_after / bandwidth_before - 1
-    summary = sweep_record.summarize(points, ceilings)
-
-    print(format_table(points))
-    print()
-    print(format_summary(summary, ceilings, points))
-    if others is not None and others > BUSY_SHARE:
-        print(f"warning: other processes used {others:.0%} of the CPU during this run; they "
-              "compete with the benchmark's threads, so its timings are slow and noisy",
-              file=sys.stderr)  # fmt: skip
-    print(f"  bandwidth before the sweep {bandwidth_before / 1e9:.1f} GB/s, after it "
-          f"{bandwidth_after / 1e9:.1f} GB/s ({drift:+.0%}); each ceiling is the best rate "
-          "of the run")  # fmt: skip
-    if abs(drift) > BANDWIDTH_DRIFT:
-        print(f"warning: the memory bandwidth changed by {drift:+.0%} during this run (other "
-              "processes or tenants using memory): memory-bound timings vary with it",
-              file=sys.stderr)  # fmt: skip
-    results = sweep_record.results_record(
-        ceilings, points,
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        model=model,
-        scales={dtype: {str(m): by_shape for m, by_shape in by_m.items()}
-                for dtype, by_m in scales.items()},
-        quick=quick, other_processes_cpu_share=others, bandwidth_streams=streams,
-        cache_bytes=ceilings.cache_bytes, dtypes=list(dtypes), tokens=tokens,
-        shapes=[asdict(s) for s in sweep.layer_shapes(cfg)], summary=summary,
-    )  # fmt: skip
+    """``sweep_run.run_sweep``, printed (``report``) and written as JSON (its results record)
+    and a roofline PNG in ``out_dir``; returns the results record."""
+    swept = sweep_run.run_sweep(device, dtypes, model, quick, scale, max_tokens, progress)
+    report(swept)
+    results = swept.record()
     os.makedirs(out_dir, exist_ok=True)
     stem = f"bench_{device.replace(':', '')}"
     json_path = os.path.join(out_dir, f"{stem}.json")
     png_path = os.path.join(out_dir, f"roofline_{device.replace(':', '')}.png")
     with open(json_path, "w") as f:
         json.dump(results, f, indent=1)
-    save_roofline_png(points, ceilings, png_path)
+    save_roofline_png(swept.points, swept.ceilings, png_path)
     print(f"\nwrote {json_path} and {png_path}")
     return results
 

@@ -4,7 +4,7 @@ chapter
 for it, at the real sizes on a GPU or toy ones (``size_for(tiny=True)``) for the CPU test.
 
 - chapter 4 (``measure_timing``): the measured ceilings;
-- chapter 5 (``measure_matmuls``): ``helpers.programs.bench``'s sweep, its results record
+- chapter 5 (``measure_matmuls``): ``sweep_run.run_sweep``'s sweep, its results record
   (``helpers.measuring.sweep_record``) drawn on the measured rooflines;
 - chapter 6 (``measure_latency``): prefill and decode times of random-weight decoders;
 - chapter 7 (``measure_batching``): the decode batch sweep up to the memory's cap.
@@ -19,7 +19,6 @@ import dataclasses
 import gc
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,15 +119,14 @@ def plot_timing(data: dict[str, Any], ax: Any) -> None:
 # ----- chapter 5 ------------------------------------------------------------------------------
 
 def measure_matmuls(device: str, size: Size) -> dict[str, Any]:
-    """``helpers.programs.bench`` in fp32 and bf16 (full size, or ``size``'s scale and m)."""
-    from helpers.measuring import ceilings
-    from helpers.programs import bench
+    """Chapter 5's sweep (``sweep_run.run_sweep``) in fp32 and bf16 (full size, or ``size``'s
+    scale and m): its results record, as ``helpers.programs.bench`` writes it."""
+    from helpers.measuring import ceilings, sweep_run
 
-    if size.gemms:  # bench measures its own ceilings; the tiny run keeps their GEMMs small
+    if size.gemms:  # the run measures its own ceilings; the tiny run keeps their GEMMs small
         os.environ[ceilings.GEMMS_ENV] = ",".join("x".join(map(str, g)) for g in size.gemms)
-    with tempfile.TemporaryDirectory() as scratch:  # bench.run's own files are not kept
-        return bench.run(device, ("fp32", "bf16"), quick=size.quick, out_dir=scratch,
-                         scale=size.scale, max_tokens=size.max_tokens, progress=False)  # fmt: skip
+    return sweep_run.run_sweep(device, ("fp32", "bf16"), quick=size.quick, scale=size.scale,
+                               max_tokens=size.max_tokens, progress=False).record()  # fmt: skip
 
 
 def draw_matmuls(data: dict[str, Any], path: Path) -> None:
