@@ -2,14 +2,17 @@
 whether it measures memory or cache.
 
 A memory-bound op (``x.sum()`` over one buffer) is timed while rotating among ``copies``
-distinct buffers (``sweep_seconds``), so the *working set* is
-``copies × buffer``. While it fits in the last-level cache (LLC), every call finds its buffer
-still cached and the apparent bandwidth (bytes read / time) is the cache's, not the
-memory's. This module plans the sweep (``sweep_plan``), turns its times into points
-(``cache_points``) and reads them: the streaming bandwidth (``streaming_bandwidth``), where
-the cache stopped helping (``streaming_from``), where another working set falls on the curve
-(``at_working_set``), and what the copies rule says of one working set (``cache_verdict``).
-The explorer (``helpers.widgets.timing``) draws what these return.
+distinct buffers, so the *working set* is ``copies × buffer``. While it fits in the last-level
+cache (LLC), every call finds its buffer still cached and the apparent bandwidth (bytes read /
+time) is the cache's, not the memory's. ``run_cache_sweep`` runs the whole experiment and
+returns a ``CacheSweep`` record: it doubles the copies past four times the LLC and on until the
+curve has settled (a larger working set read within ``tolerance`` of the one before), so that
+where streaming starts is measured, not the sweep's last point by construction. The pieces: the
+plan (``sweep_plan``), the points (``cache_points``) and what is read from them: the streaming
+bandwidth (``streaming_bandwidth``), where the cache stopped helping (``streaming_from``),
+where another working set falls on the curve (``at_working_set``), and what the copies rule
+says of one working set (``cache_verdict``). The explorer (``helpers.widgets.timing``) draws
+what these return.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers.measuring import timing
+from helpers.measuring import machine, timing
 
-__all__ = ["MiB", "CachePoint", "sweep_seconds", "sweep_plan", "cache_points",
-           "streaming_bandwidth", "cache_verdict", "streaming_from", "at_working_set"]  # fmt: skip
+__all__ = ["MiB", "CachePoint", "CacheSweep", "run_cache_sweep", "sweep_plan",
+           "cache_points", "streaming_bandwidth", "cache_verdict", "streaming_from",
+           "at_working_set"]  # fmt: skip
 
 MiB = 2**20
+SETTLE_TOLERANCE = 0.1  # a larger working set within 10% of the one before: the curve settled
+MAX_LLC_MULTIPLE = 16  # the sweep gives up settling past 16 × the LLC (and says so)
 
 
 @dataclass(frozen=True)
@@ -118,25 +124,110 @@ def at_working_set(points: Sequence[CachePoint], nbytes: float) -> tuple[CachePo
     return below[-1], above[0]
 
 
-def sweep_seconds(
+@dataclass(frozen=True)
+class CacheSweep:
+    """What ``run_cache_sweep`` measured, and what chapter 4 reads from it."""
+
+    device: str
+    llc_bytes: int
+    buffer_bytes: int
+    threads: int
+    points: tuple[CachePoint, ...]
+    tolerance: float = SETTLE_TOLERANCE
+
+    @property
+    def copies(self) -> list[int]:
+        return [p.copies for p in self.points]
+
+    @property
+    def streaming_bandwidth(self) -> float:
+        return streaming_bandwidth(self.points)
+
+    @property
+    def edge(self) -> CachePoint:
+        """Where the cache stopped helping (``streaming_from``)."""
+        return streaming_from(self.points, self.tolerance)
+
+    @property
+    def settled(self) -> bool:
+        """True when a larger working set than the edge was measured: the edge is a
+        measurement, not the sweep's last point by construction."""
+        return self.edge.working_set_bytes < self.points[-1].working_set_bytes
+
+    @property
+    def streaming(self) -> list[CachePoint]:
+        """The points from the edge on: past the cache, as measured."""
+        return [p for p in self.points if p.working_set_bytes >= self.edge.working_set_bytes]
+
+    def summary(self) -> list[str]:
+        """The sentences chapter 4 prints under the sweep, each from the points."""
+        edge, stream, mib = self.edge, self.streaming_bandwidth, MiB
+        lines = [f"streaming speed (no larger working set faster than {1 + self.tolerance:g} × "
+                 f"{stream / 1e9:.1f} GB/s) from {edge.working_set_bytes / mib:g} MiB on: "
+                 f"{edge.working_set_bytes / self.llc_bytes:.2f} × the "
+                 f"{self.llc_bytes / mib:g} MiB the last-level cache reports"]
+        before = [p for p in self.points if p.working_set_bytes < edge.working_set_bytes]
+        if before:
+            lines.append(f"at {before[-1].working_set_bytes / mib:g} MiB, the point before, it "
+                         f"read {before[-1].apparent_bandwidth / stream:.2f}× that")
+        if self.settled:
+            largest = self.points[-1]
+            lines.append(f"settled: {len(self.streaming) - 1} larger working set"
+                         f"{'s' * (len(self.streaming) > 2)}, up to "
+                         f"{largest.working_set_bytes / mib:g} MiB, read within "
+                         f"{self.tolerance:.0%} of it")
+        else:
+            lines.append(f"not settled by {self.points[-1].working_set_bytes / mib:g} MiB (the "
+                         "sweep's limit): the curve was still falling, so the streaming rate "
+                         "is an upper bound and the edge may lie further out")
+        return lines
+
+
+def run_cache_sweep(
     device: str,
-    buffer_bytes: int,
-    copies: Sequence[int],
+    llc_bytes: int,
+    *,
     min_run_time: float = 0.1,
+    tolerance: float = SETTLE_TOLERANCE,
+    max_llc_multiple: int = MAX_LLC_MULTIPLE,
     progress: bool = False,
-) -> list[float]:
-    """Median seconds of ``x.sum()`` over fp32 buffers of ``buffer_bytes``, rotating among
-    each number of ``copies`` (in the order given), with ``timing.time_rotating``: no flush, since
-    the cache's effect is what chapter 4's explorer shows. ``progress`` shows a bar."""
+) -> CacheSweep:
+    """Chapter 4's cache sweep, start to end: ``x.sum()`` rotating among 1, 2, 4, … buffers
+    (``sweep_plan``'s size) until the working set is at least four times the LLC and the curve
+    has settled, or ``max_llc_multiple`` × the LLC is reached.
+
+    On a CPU it times on the cores other programs leave free (``timing.timing_threads``): a
+    sum over one 1 MiB buffer takes tens of µs, and a thread whose core another program holds
+    would stall each call for a scheduler slice. torch's thread count is restored after."""
     import torch
     from tqdm.auto import tqdm
 
-    if buffer_bytes < 4 or not copies or min(copies) < 1:
-        raise ValueError("need buffer_bytes >= 4 and at least one count of copies, each >= 1")
+    if llc_bytes <= 0:
+        raise ValueError(f"llc_bytes must be positive, got {llc_bytes}")
+    buffer_bytes, planned = sweep_plan(device, llc_bytes)
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(timing.timing_threads(threads, machine.busy_cores()))
+    used = torch.get_num_threads()
     buffers: list[tuple[torch.Tensor]] = []
-    seconds = []
-    for count in tqdm(copies, desc="cache sweep", unit="size", disable=not progress):
-        while len(buffers) < count:  # reuse the buffers made for smaller counts
-            buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32, device),))
-        seconds.append(timing.time_rotating(torch.sum, buffers[:count], device, min_run_time))
-    return seconds
+    points: list[CachePoint] = []
+    bar = tqdm(total=len(planned), desc="cache sweep", unit="size", disable=not progress)
+    try:
+        count = 1
+        while True:
+            while len(buffers) < count:  # reuse the buffers made for smaller counts
+                buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32,
+                                                     device),))
+            seconds = timing.time_rotating(torch.sum, buffers[:count], device, min_run_time)
+            points.append(CachePoint(count, buffer_bytes, seconds))
+            bar.update()
+            record = CacheSweep(str(device), int(llc_bytes), buffer_bytes, used, tuple(points),
+                                tolerance)
+            past_plan = count >= planned[-1]
+            if (past_plan and record.settled) or count * buffer_bytes >= (
+                    max_llc_multiple * llc_bytes):
+                return record
+            count *= 2
+    finally:
+        bar.close()
+        torch.set_num_threads(threads)

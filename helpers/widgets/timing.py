@@ -1,13 +1,12 @@
 """The cache explorer (chapter 4, `04_timing`): how much data a memory-bound timing touches
 decides whether it measures memory or cache.
 
-The measurements are ``helpers.measuring.cache_sweep.sweep_seconds``'s, and what is read from them
-(the points, the streaming bandwidth, the rule's verdict and recommendation) is
-``helpers.measuring.cache_sweep``'s and ``helpers.measuring.timing.copies_to_exceed_cache``'s; this
-module only
-draws. ``CacheControls`` holds the sliders' knobs and defaults, ``cache_view`` builds the
-view of one setting, ``draw_cache`` plots it, and ``show_cache`` is what the notebook's
-sliders call.
+The measurement is ``helpers.measuring.cache_sweep.run_cache_sweep``'s record, and what is read
+from it (the points, the streaming bandwidth, the rule's verdict and recommendation) is
+``helpers.measuring.cache_sweep``'s and ``helpers.measuring.timing.copies_to_exceed_cache``'s;
+this module only draws. ``CacheControls`` holds the sliders' knobs and defaults,
+``cache_view`` builds the view of one setting, ``draw_cache`` plots it, and ``show_cache`` is
+what the notebook's sliders call.
 """
 
 from __future__ import annotations

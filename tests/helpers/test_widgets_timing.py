@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from helpers.measuring import (
     cache_sweep,
@@ -162,16 +163,42 @@ def test_sweep_plan_reaches_four_times_the_cache():
     assert copies[-1] * buffer >= 12 * MiB and copies[-2] * buffer < 12 * MiB
 
 
-def test_measured_cache_sweep_becomes_points(capsys):
-    seconds = cache_sweep.sweep_seconds("cpu", 64 * 1024, [1, 2], min_run_time=0.01,
-                                         progress=True)  # fmt: skip
+def test_cache_sweep_runs_until_the_curve_settles(capsys):
+    # A real run on a small cache claimed: past 4 × the "LLC" the sweep goes on until a larger
+    # working set confirms the edge, and the record's verdicts come from its own points.
+    threads_before = torch.get_num_threads()
+    run = cache_sweep.run_cache_sweep("cpu", 64 * 1024, min_run_time=0.01, progress=True)
     bar = capsys.readouterr().err
-    assert "cache sweep: 100%" in bar and "2/2" in bar, bar
-    pts = cache_sweep.cache_points([1, 2], seconds, 64 * 1024)
-    assert [p.copies for p in pts] == [1, 2]
-    assert all(p.seconds > 0 and p.buffer_bytes == 64 * 1024 for p in pts)
-    with pytest.raises(ValueError, match="at least one count"):
-        cache_sweep.sweep_seconds("cpu", 64 * 1024, [])
+    assert "cache sweep" in bar, bar
+    assert run.buffer_bytes == MiB and run.copies[0] == 1
+    assert all(b == 2 * a for a, b in zip(run.copies, run.copies[1:], strict=False))
+    assert run.points[-1].working_set_bytes >= 4 * 64 * 1024
+    assert all(p.seconds > 0 for p in run.points)
+    assert 1 <= run.threads <= torch.get_num_threads() == threads_before  # restored after
+    at_limit = run.points[-1].working_set_bytes >= cache_sweep.MAX_LLC_MULTIPLE * 64 * 1024
+    assert run.settled or at_limit
+    if run.settled:
+        assert run.edge.working_set_bytes < run.points[-1].working_set_bytes
+        assert any("settled" in line for line in run.summary())
+    assert all(p.apparent_bandwidth <= (1 + run.tolerance) * run.streaming_bandwidth
+               for p in run.streaming)
+    with pytest.raises(ValueError, match="llc_bytes"):
+        cache_sweep.run_cache_sweep("cpu", 0)
+
+
+def test_cache_sweep_record_reads_settling_from_its_points():
+    def record(gbps):
+        copies = [2**i for i in range(len(gbps))]
+        pts = cache_sweep.cache_points(copies, [MiB / (g * 1e9) for g in gbps], MiB)
+        return cache_sweep.CacheSweep("cpu", 32 * MiB, MiB, 2, tuple(pts))
+
+    still_falling = record([80, 80, 80, 80, 70, 47, 36, 31])
+    assert not still_falling.settled and still_falling.edge.copies == 128
+    assert "not settled" in still_falling.summary()[-1]
+    settled = record([80, 80, 80, 80, 70, 47, 36, 31, 25, 25])
+    assert settled.settled and settled.edge.copies == 256
+    assert [p.copies for p in settled.streaming] == [256, 512]
+    assert settled.streaming_bandwidth == pytest.approx(25e9)
 
 
 def test_time_rotating_cycles_through_every_input_set():
