@@ -1,8 +1,9 @@
 """Counting bytes (chapter 2, `02_bytes`).
 
 Weights, the KV cache, and the activations each matmul reads and writes. Quantized formats
-(fp8, int8, int4) are counted at their element size only; real checkpoints add small
-per-group scales, which these counts leave out.
+(fp8, int8, int4) are counted at their element size; real checkpoints add small per-group
+scales, which ``int4_checkpoint_bytes`` counts for an AWQ-style int4 checkpoint and the other
+counts leave out.
 
 One precision vocabulary in every signature of the helpers: ``dtype`` is the weights' (and
 the activations') dtype, ``kv_dtype`` the KV cache's, None meaning the same as ``dtype``
