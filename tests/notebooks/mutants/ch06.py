@@ -62,67 +62,84 @@ def _stall(body: str) -> str:
 
 MUTANTS = {
     "ch06_decode_attention": {
-        "forgets to write the new key and value into the cache": _attention('''
+        "one position for the whole batch (the first sequence's)": _attention('''
+p = int(pos[0])
+k_cache[:, :, p] = k_new[:, :, 0]
+v_cache[:, :, p] = v_new[:, :, 0]
 group = q.shape[1] // k_cache.shape[1]
-keys = k_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
-values = v_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
+keys = k_cache[:, :, : p + 1].repeat_interleave(group, dim=1)
+values = v_cache[:, :, : p + 1].repeat_interleave(group, dim=1)
 scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
 return scores.softmax(dim=-1) @ values, k_cache, v_cache
 '''),
-        "attends over the cached tokens but not the new one (off by one)": _attention('''
-k_cache[:, :, pos] = k_new[:, :, 0]
-v_cache[:, :, pos] = v_new[:, :, 0]
+        "read to the longest sequence, scores masked, unwritten values kept (0 × NaN)":
+            _attention('''
+pos = torch.as_tensor(pos)
+rows = torch.arange(k_cache.shape[0])
+k_cache[rows, :, pos] = k_new[:, :, 0]
+v_cache[rows, :, pos] = v_new[:, :, 0]
+length = int(pos.max()) + 1
+written = torch.arange(length) <= pos[:, None]
 group = q.shape[1] // k_cache.shape[1]
-keys = k_cache[:, :, :pos].repeat_interleave(group, dim=1)
-values = v_cache[:, :, :pos].repeat_interleave(group, dim=1)
+keys = k_cache[:, :, :length].repeat_interleave(group, dim=1)
+values = v_cache[:, :, :length].repeat_interleave(group, dim=1)
 scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
+scores = scores.masked_fill(~written[:, None, None, :], -math.inf)
 return scores.softmax(dim=-1) @ values, k_cache, v_cache
 '''),
-        "no 1/sqrt(head_dim) scale": _attention('''
-k_cache[:, :, pos] = k_new[:, :, 0]
-v_cache[:, :, pos] = v_new[:, :, 0]
-group = q.shape[1] // k_cache.shape[1]
-keys = k_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
-values = v_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
-return (q @ keys.transpose(-1, -2)).softmax(dim=-1) @ values, k_cache, v_cache
-'''),
-        "attends over the whole buffer, unwritten slots included": _attention('''
-k_cache[:, :, pos] = k_new[:, :, 0]
-v_cache[:, :, pos] = v_new[:, :, 0]
-group = q.shape[1] // k_cache.shape[1]
-keys = k_cache.repeat_interleave(group, dim=1)
-values = v_cache.repeat_interleave(group, dim=1)
-scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
-return scores.softmax(dim=-1) @ values, k_cache, v_cache
-'''),
-        "grows a new cache with torch.cat instead of writing the buffers": _attention('''
-k_cache = torch.cat((k_cache[:, :, :pos], k_new), dim=2)
-v_cache = torch.cat((v_cache[:, :, :pos], v_new), dim=2)
-group = q.shape[1] // k_cache.shape[1]
-keys = k_cache.repeat_interleave(group, dim=1)
-values = v_cache.repeat_interleave(group, dim=1)
-scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
-return scores.softmax(dim=-1) @ values, k_cache, v_cache
-'''),
-        "writes a copy of the cache and returns it (right values, not in place)": _attention('''
-k_cache, v_cache = k_cache.clone(), v_cache.clone()
-k_cache[:, :, pos] = k_new[:, :, 0]
-v_cache[:, :, pos] = v_new[:, :, 0]
-group = q.shape[1] // k_cache.shape[1]
-keys = k_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
-values = v_cache[:, :, : pos + 1].repeat_interleave(group, dim=1)
-scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
-return scores.softmax(dim=-1) @ values, k_cache, v_cache
+        "read to the longest sequence with a boolean mask, unwritten slots passed to SDPA":
+            _attention('''
+pos = torch.as_tensor(pos)
+rows = torch.arange(k_cache.shape[0])
+k_cache[rows, :, pos] = k_new[:, :, 0]
+v_cache[rows, :, pos] = v_new[:, :, 0]
+length = int(pos.max()) + 1
+written = torch.arange(length) <= pos[:, None]
+out = F.scaled_dot_product_attention(q, k_cache[:, :, :length], v_cache[:, :, :length],
+                                     attn_mask=written[:, None, None, :], enable_gqa=True)
+return out, k_cache, v_cache
 '''),
         "GQA heads tiled, not grouped: right only in the visible answers' MHA and MQA cases":
             _attention('''
-k_cache[:, :, pos] = k_new[:, :, 0]
-v_cache[:, :, pos] = v_new[:, :, 0]
 group = q.shape[1] // k_cache.shape[1]
-keys = k_cache[:, :, : pos + 1].repeat(1, group, 1, 1)
-values = v_cache[:, :, : pos + 1].repeat(1, group, 1, 1)
-scores = q @ keys.transpose(-1, -2) / math.sqrt(q.shape[-1])
-return scores.softmax(dim=-1) @ values, k_cache, v_cache
+outs = []
+for b, p in enumerate(map(int, pos)):
+    k_cache[b, :, p] = k_new[b, :, 0]
+    v_cache[b, :, p] = v_new[b, :, 0]
+    keys = k_cache[b, :, : p + 1].repeat(group, 1, 1)
+    values = v_cache[b, :, : p + 1].repeat(group, 1, 1)
+    outs.append(F.scaled_dot_product_attention(q[b], keys, values))
+return torch.stack(outs), k_cache, v_cache
+'''),
+        "grows new caches with torch.cat instead of writing the buffers": _attention('''
+ends = [int(p) for p in pos]
+k_cache = torch.stack([torch.cat((k_cache[b, :, :p], k_new[b], k_cache[b, :, p + 1 :]), dim=1)
+                       for b, p in enumerate(ends)])
+v_cache = torch.stack([torch.cat((v_cache[b, :, :p], v_new[b], v_cache[b, :, p + 1 :]), dim=1)
+                       for b, p in enumerate(ends)])
+outs = [F.scaled_dot_product_attention(q[b : b + 1], k_cache[b : b + 1, :, : p + 1],
+                                       v_cache[b : b + 1, :, : p + 1], enable_gqa=True)
+        for b, p in enumerate(ends)]
+return torch.cat(outs), k_cache, v_cache
+'''),
+        "no 1/sqrt(head_dim) scale": _attention('''
+outs = []
+for b, p in enumerate(map(int, pos)):
+    k_cache[b, :, p] = k_new[b, :, 0]
+    v_cache[b, :, p] = v_new[b, :, 0]
+    outs.append(F.scaled_dot_product_attention(q[b : b + 1], k_cache[b : b + 1, :, : p + 1],
+                                               v_cache[b : b + 1, :, : p + 1], scale=1.0,
+                                               enable_gqa=True))
+return torch.cat(outs), k_cache, v_cache
+'''),
+        "each sequence attends over the whole buffer, unwritten slots included": _attention('''
+outs = []
+for b, p in enumerate(map(int, pos)):
+    k_cache[b, :, p] = k_new[b, :, 0]
+    v_cache[b, :, p] = v_new[b, :, 0]
+    outs.append(F.scaled_dot_product_attention(q[b : b + 1], k_cache[b : b + 1],
+                                               v_cache[b : b + 1], enable_gqa=True))
+return torch.cat(outs), k_cache, v_cache
 '''),
     },
     "ch06_longest_answer": {
