@@ -166,6 +166,20 @@ def phase_speedups(
             for phase, seconds in (("prefill", prefill), ("decode", decode))}  # fmt: skip
 
 
+def _run_parts(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, output_tokens: int, batch: int,
+    dtype: str,
+) -> list[RooflineTime]:  # fmt: skip
+    """The roofline parts of a request's run (chapter 9's upgrade questions): the prefill
+    pass, then each decode step's weight matmuls and attention, each with its FLOPs' and its
+    bytes' times, so that one ceiling can be scaled without the other."""
+    positive_int(output_tokens, "output_tokens")
+    parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
+    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
+        parts += decode_split(cfg, hw, batch, context, dtype).values()
+    return parts
+
+
 def upgrade_speedups(
     cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, output_tokens: int, batch: int,
     factor: float = 2.0, dtype: str = "bf16",
@@ -183,10 +197,7 @@ def upgrade_speedups(
     ``hw``. A part gains the whole factor only while it stays on the ceiling that grew."""
     if not factor > 0:
         raise ValueError(f"factor must be positive, got {factor!r}")
-    positive_int(output_tokens, "output_tokens")
-    parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
-        parts += decode_split(cfg, hw, batch, context, dtype).values()
+    parts = _run_parts(cfg, hw, prompt_tokens, output_tokens, batch, dtype)
     before = sum(part.seconds for part in parts)
     flops = sum(max(part.compute_seconds / factor, part.memory_seconds) for part in parts)
     bandwidth = sum(max(part.compute_seconds, part.memory_seconds / factor) for part in parts)
@@ -207,10 +218,7 @@ def flops_to_match(
     run never beats Σ memory. Found by bisection on f (the time falls as f grows)."""
     if not bandwidth_factor > 0:
         raise ValueError(f"bandwidth_factor must be positive, got {bandwidth_factor!r}")
-    positive_int(output_tokens, "output_tokens")
-    parts = [prefill_time(cfg, hw, prompt_tokens, batch, dtype)]
-    for context in range(prompt_tokens, prompt_tokens + output_tokens - 1):
-        parts += decode_split(cfg, hw, batch, context, dtype).values()
+    parts = _run_parts(cfg, hw, prompt_tokens, output_tokens, batch, dtype)
 
     def run(flops_factor: float) -> float:
         return sum(max(p.compute_seconds / flops_factor, p.memory_seconds) for p in parts)

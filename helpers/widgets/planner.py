@@ -38,18 +38,19 @@ class PlannerControls:
     """The explorer's knobs and their defaults: the deployment (model, chip, the weights'
     dtype, chips per engine ``tp``, the KV cache's dtype), the SLOs in ms and the load. The
     cache's dtype is named, not implied: a cache in the weights' dtype is the default
-    deployment (``Scenario`` stores it as None), and the dropdown shows the dtype used."""
+    deployment (``Scenario`` stores it as None), and the dropdown shows the dtype used. The
+    defaults are ``Scenario``'s, read from it (the SLOs converted to ms for the sliders)."""
 
-    model: str = "Qwen2.5-7B"
-    chip: str = "H100 SXM"
-    dtype: str = "bf16"
-    ttft_ms: float = 500.0
-    tpot_ms: float = 10.0
-    rate: float = 40.0
-    prompt_mean: int = 1024
-    output_mean: int = 256
-    tp: int = 1
-    kv_dtype: str = "bf16"
+    model: str = Scenario.model
+    chip: str = Scenario.chip
+    dtype: str = Scenario.dtype
+    ttft_ms: float = Scenario.ttft_slo * 1e3
+    tpot_ms: float = Scenario.tpot_slo * 1e3
+    rate: float = Scenario.rate
+    prompt_mean: int = int(Scenario.prompt_mean)
+    output_mean: int = int(Scenario.output_mean)
+    tp: int = Scenario.tp
+    kv_dtype: str = Scenario.dtype  # the default deployment's cache: in the weights' dtype
 
     def scenario(self) -> Scenario:
         """The ``serving.Scenario`` these knobs describe (SLOs in seconds)."""
