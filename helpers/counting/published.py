@@ -114,9 +114,10 @@ class Measurement:
     [m×k]·[k×n]. ``prompt`` and ``output``: tokens in and out per sequence (a decode row's
     ``prompt`` is the context its steps start from); ``batch``: sequences run together (a
     batched GEMM's products, a stream kernel's arrays).
-    ``weight_dtype``, ``kv_dtype``: storage; ``compute_dtype``: the dtype whose datasheet
-    peak the matmuls run at (bf16 for weight-only int8, whose weights are widened before
-    the multiply). ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
+    ``dtype`` (the weights') and ``kv_dtype`` (the KV cache's; None: ``dtype``): storage;
+    ``compute_dtype``: the dtype whose datasheet peak the matmuls run at (bf16 for
+    weight-only int8, whose weights are widened before the multiply).
+    ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
     ``quote``: the source's own words for the setup; ``date``: when the figure was
     published (the commit that added it, or the results' release); ``path``: the file
     within the source's URL, where each row has its own."""
@@ -132,7 +133,7 @@ class Measurement:
     source: str
     quote: str
     model: str | None = None
-    weight_dtype: str = "bf16"
+    dtype: str = "bf16"
     kv_dtype: str | None = None
     compute_dtype: str = "bf16"
     batch: int = 1
@@ -235,13 +236,13 @@ def _all_rows() -> tuple[Measurement, ...]:
     out = [Measurement(
         kind="gemm", label=f"{dtype} matmul {m}x{n}x{k} (MxNxK)", chip=chip, chips=1,
         figure=tflops, unit="TFLOP/s", software=f"torch {torch}", date=date, source="mamf",
-        quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), weight_dtype=dtype, compute_dtype=dtype,
+        quote=_MAMF_Q.format(shape=f"{m}x{n}x{k}"), dtype=dtype, compute_dtype=dtype,
         shape=(m, k, n)) for chip, dtype, tflops, m, n, k, torch, date in _GEMMS]
     out += [Measurement(
         kind="gemm", label=f"fp16 bmm 4 x [4096x{d_ff}]x[{d_ff}x4096]", chip="H100 SXM",
         chips=1, figure=float(tflops), unit="TFLOP/s", date="2024-03-27", source="swiglu",
         software="swiglu-maf-bench.py, torch.bmm (torch version not stated)", batch=4,
-        quote=_SWIGLU_Q.format(d_ff=d_ff, tflops=tflops), weight_dtype="fp16",
+        quote=_SWIGLU_Q.format(d_ff=d_ff, tflops=tflops), dtype="fp16",
         compute_dtype="fp16", shape=(4096, d_ff, 4096)) for d_ff, tflops in _SWIGLUS]
     out += [Measurement(
         kind="bandwidth", label=f"BabelStream {kernel} ({arrays} arrays of 2**25 doubles)",
@@ -254,7 +255,7 @@ def _all_rows() -> tuple[Measurement, ...]:
                 "kv_dtype": "bf16", "prompt": 5}  # fmt: skip
     for name, technique, dtype, tps in _DECODES:
         out.append(Measurement(kind="decode", label=f"{name} {technique}, batch 1", chips=1,
-                               figure=tps, model=name, weight_dtype=dtype, **gpt_fast))
+                               figure=tps, model=name, dtype=dtype, **gpt_fast))
     for name, series in _TP:
         out += [Measurement(kind="tp", label=f"{name} bf16, TP={ranks}", chips=ranks,
                             figure=tps, model=name, **gpt_fast) for ranks, tps in series]
@@ -266,7 +267,7 @@ def _all_rows() -> tuple[Measurement, ...]:
             software=_TRT_SW, date=_TRT_DATE, source="trtllm",
             quote=_TRT_Q.format(gpus="H100 GPUs (FP8)" if dtype == "fp8" else
                                 "A100 GPUs (FP16)") + (_TRT_FP8 if dtype == "fp8" else ""),
-            model=name, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch,
+            model=name, dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, batch=batch,
             prompt=s, output=n, per_chip=per_chip))
     for rnd, system, chip, name, bench, scenario, tps, ttft, tpot in _MLPERFS:
         (key, date, software, dtype, code), offline = rnd, scenario == "Offline"
@@ -275,7 +276,7 @@ def _all_rows() -> tuple[Measurement, ...]:
             unit="tokens/s", software=software, date=date, source=key, quote=_MLPERF_Q.format(
                 code=code, scenario="Offline" if offline else "Server", figure=tps,
                 metric="Tokens per second" if offline else "Completed tokens per second",
-                ttft=int(ttft), tpot=int(tpot)), model=name, weight_dtype=dtype,
+                ttft=int(ttft), tpot=int(tpot)), model=name, dtype=dtype,
             kv_dtype="fp8", compute_dtype="fp8", scenario=scenario, ttft_limit=ttft / 1e9,
             tpot_limit=tpot / 1e9,
             path=f"results/{system}/{bench}/{scenario}/performance/run_1/mlperf_log_summary.txt"))
@@ -367,7 +368,7 @@ def decode_work(row: Measurement, hw: HardwareSpec):
     run: the cache only grows), LM head on its token."""
     cfg = model(row.model)
     flops = forward_flops(cfg, 1, context=row.prompt, logits="last").total
-    moved = sum(forward_bytes(cfg, 1, context=row.prompt, dtype=row.weight_dtype,
+    moved = sum(forward_bytes(cfg, 1, context=row.prompt, dtype=row.dtype,
                               logits="last", kv_dtype=row.kv_dtype).values())  # fmt: skip
     return _timed(flops, moved, hw, row.compute_dtype), 1.0, 1.0, None
 
@@ -383,12 +384,12 @@ def throughput_work(row: Measurement, hw: HardwareSpec):
 
     def step(context: int) -> tuple[int, int]:
         f = forward_flops(cfg, 1, context=context, batch=b, logits="last").total
-        m = forward_bytes(cfg, 1, context=context, batch=b, dtype=row.weight_dtype,
+        m = forward_bytes(cfg, 1, context=context, batch=b, dtype=row.dtype,
                           logits="last", kv_dtype=row.kv_dtype)  # fmt: skip
         return f, sum(m.values())
 
     prefill = (forward_flops(cfg, s, batch=b, attention="causal", logits="last").total,
-               sum(forward_bytes(cfg, s, batch=b, dtype=row.weight_dtype, logits="last",
+               sum(forward_bytes(cfg, s, batch=b, dtype=row.dtype, logits="last",
                                  kv_dtype=row.kv_dtype).values()))  # fmt: skip
     (f0, m0), (f1, m1) = (step(s), step(s + n - 2)) if n > 1 else ((0, 0), (0, 0))
     decode = ((n - 1) * (f0 + f1) // 2, (n - 1) * (m0 + m1) // 2)
@@ -482,8 +483,8 @@ def _decode_reason(cs: list[Comparison]) -> str:
              f"{c.work.bytes_moved / 1e9:.1f} GB, measured {c.measured_seconds * 1e3:.2f} ms "
              f"({c.share:.0%}, {c.share / copy:.0%} of the copy kernel's share)"
              for c in cs]  # fmt: skip
-    bf16 = [c.share for c in cs if c.row.weight_dtype == "bf16"]
-    int8 = [c.share for c in cs if c.row.weight_dtype == "int8"]
+    bf16 = [c.share for c in cs if c.row.dtype == "bf16"]
+    int8 = [c.share for c in cs if c.row.dtype == "int8"]
     return (
         "One sequence reads every weight once per token, so the memory roof binds and the "
         "bound is the bytes over the datasheet bandwidth. " + "; ".join(lines) + ". "

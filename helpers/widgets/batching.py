@@ -28,22 +28,23 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 @dataclass(frozen=True)
 class BatchControls:
     """The explorer's knobs and their defaults: a model on a chip, the decode's context, the
-    weights' dtype."""
+    weights' dtype (``dtype``; activations and KV cache stay bf16)."""
 
     model: str = "Llama-3.1-8B"
     chip: str = "H100 SXM"
     context: int = 4096
-    weight_dtype: str = "bf16"
+    dtype: str = "bf16"
 
 
 @dataclass(frozen=True)
 class BatchCurve:
-    """Roofline TPOT and throughput per batch for one model, chip, context and weight dtype."""
+    """Roofline TPOT and throughput per batch for one model, chip, context and weights' dtype
+    (``dtype``)."""
 
     model: str
     chip: str
     context: int
-    weight_dtype: str
+    dtype: str
     batches: tuple[int, ...]
     tpot_s: tuple[float, ...]
     critical_batch: int | None
@@ -61,7 +62,7 @@ class BatchCurve:
 
     def summary(self) -> str:
         crit = "never" if self.critical_batch is None else f"B = {self.critical_batch}"
-        return (f"{self.model} on {self.chip}, {self.weight_dtype} weights, context "
+        return (f"{self.model} on {self.chip}, {self.dtype} weights, context "
                 f"{self.context:,}: weights compute-bound from {crit}; memory holds "
                 f"{self.max_batch:,} sequences")  # fmt: skip
 
@@ -69,18 +70,18 @@ class BatchCurve:
 def batch_curve(
     controls: BatchControls = BatchControls(), batches: Sequence[int] = BATCHES
 ) -> BatchCurve:
-    """The curve's numbers: bf16 activations and KV cache, weights in ``weight_dtype``."""
+    """The curve's numbers: bf16 activations and KV cache, weights in ``dtype``."""
     model, chip = controls.model, controls.chip
-    context, weight_dtype = controls.context, controls.weight_dtype
+    context, dtype = controls.context, controls.dtype
     positive_int(context, "context")
     for b in batches:
         positive_int(b, "a batch size")
     cfg, hw = models.get(model), hardware.get(chip)
-    tpot = tuple(latency.decode_step_time(cfg, hw, b, context, weight_dtype,
+    tpot = tuple(latency.decode_step_time(cfg, hw, b, context, dtype,
                                           activation_dtype="bf16") for b in batches)  # fmt: skip
-    return BatchCurve(model, chip, context, weight_dtype, tuple(batches), tpot,
-                      roofline.critical_batch_weight_only(cfg, hw, weight_dtype),
-                      memory.max_concurrent_sequences(cfg, hw.memory_bytes, context, weight_dtype,
+    return BatchCurve(model, chip, context, dtype, tuple(batches), tpot,
+                      roofline.critical_batch_weight_only(cfg, hw, dtype),
+                      memory.max_concurrent_sequences(cfg, hw.memory_bytes, context, dtype,
                                                       kv_dtype="bf16"))  # fmt: skip
 
 

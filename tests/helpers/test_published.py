@@ -177,7 +177,7 @@ def test_decode_and_throughput_bounds_are_above_the_books_latency_model():
         if row.chips > 1:
             continue
         cfg, hw = published.model(row.model), chip(row.chip)
-        book = end_to_end(cfg, hw, row.prompt, 2, row.batch, row.weight_dtype)
+        book = end_to_end(cfg, hw, row.prompt, 2, row.batch, row.dtype)
         # Two tokens: one prefill and one decode step; the bound's rate must be higher.
         short = dataclasses.replace(row, output=2)
         assert published.compare(short).bound >= row.batch * 2 / book

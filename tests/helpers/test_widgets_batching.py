@@ -59,7 +59,7 @@ def test_draw_makes_one_point_per_batch_hollow_where_memory_is_short():
 def test_plot_and_show_draw_one_figure_and_return_nothing():
     c = batch_curve(BatchControls("Qwen2.5-7B", "H100 SXM", 1024, "int4"), batches=(1, 2, 4))
     assert plot_batch_curve(c) is None
-    assert show_batch_curve(model="Qwen2.5-7B", context=1024, weight_dtype="int4") is None
+    assert show_batch_curve(model="Qwen2.5-7B", context=1024, dtype="int4") is None
     assert plt.get_fignums() == []  # each closed its figure after showing it
 
 

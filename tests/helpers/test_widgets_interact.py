@@ -86,7 +86,7 @@ EXPLORERS = {
         *_curves(), prompt_tokens=prompt, output_tokens=output), {"prompt": 256, "output": 64}),
     "ch07 batch curve": (batching.show_batch_curve,
                          {"model": "Llama-3.1-8B", "chip": "H100 SXM", "context": 4096,
-                          "weight_dtype": "bf16"}),
+                          "dtype": "bf16"}),
     "ch08 stall": (serving.show_stall, {"decodes": 4, "prompt_tokens": 1024}),
     "ch08 prefix": (serving.show_prefix, {"shared_fraction": 0.5}),
     "ch08 transfer": (serving.show_transfer, {"prompt_tokens": 1024}),

@@ -7,7 +7,7 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "03_roofline"
 
 _BOUNDS_TEMPLATE = '''
-def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", weight_dtype=None):
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", activation_dtype=None):
     b = {bytes_per_element}
     w = {weight_bytes}
     ridge = {ridge}
@@ -20,9 +20,9 @@ def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", weight_dtype=None):
 '''
 
 _BOUNDS_RIGHT = {
-    "bytes_per_element": "memory.dtype_bytes(dtype)",
-    "weight_bytes": "memory.dtype_bytes(weight_dtype or dtype)",
-    "ridge": "hw.peak(dtype) / hw.bandwidth",
+    "bytes_per_element": "memory.dtype_bytes(activation_dtype or dtype)",
+    "weight_bytes": "memory.dtype_bytes(dtype)",
+    "ridge": "hw.peak(activation_dtype or dtype) / hw.bandwidth",
     "head_rows": "batch",
     "rows": "batch * new_tokens",
     "intensity": "2 * m * k * n / (b * (m * k + m * n) + w * k * n)",
@@ -44,14 +44,16 @@ GEMM_BOUNDS = {
     "the tie goes to memory (strict >)": _bounds_mutant(compare=">"),
     "batch ignored: one sequence's tokens": _bounds_mutant(rows="new_tokens", head_rows="1"),
     "new_tokens ignored: one row per sequence": _bounds_mutant(rows="batch"),
-    "weight_dtype ignored: weights at dtype's size": _bounds_mutant(
-        weight_bytes="memory.dtype_bytes(dtype)"),
+    "the weights at the activations' size": _bounds_mutant(
+        weight_bytes="memory.dtype_bytes(activation_dtype or dtype)"),
     "activations at the weights' size too": _bounds_mutant(
-        bytes_per_element="memory.dtype_bytes(weight_dtype or dtype)"),
-    "the ridge of the weights' dtype": _bounds_mutant(
-        ridge="hw.peak(weight_dtype or dtype) / hw.bandwidth"),
+        bytes_per_element="memory.dtype_bytes(dtype)"),
+    "the ridge of the weights' dtype": _bounds_mutant(ridge="hw.peak(dtype) / hw.bandwidth"),
+    "activation_dtype=None read as bf16, not dtype": _bounds_mutant(
+        bytes_per_element='memory.dtype_bytes(activation_dtype or "bf16")',
+        ridge='hw.peak(activation_dtype or "bf16") / hw.bandwidth'),
     "hard-codes the visible answers": '''
-def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", weight_dtype=None):
+def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", activation_dtype=None):
     return {name: "memory" if name in ("k", "v") or (name == "lm_head" and new_tokens > 1)
             else "compute" for name in cfg.linear_shapes()}
 ''',
