@@ -115,9 +115,8 @@ class Measurement:
     ``prompt`` is the context its steps start from); ``batch``: sequences run together (a
     batched GEMM's products, a stream kernel's arrays).
     ``dtype`` (the weights') and ``kv_dtype`` (the KV cache's; None: ``dtype``): storage;
-    ``compute_dtype``: the dtype whose datasheet peak the matmuls run at (bf16 for
-    weight-only int8, whose weights are widened before the multiply).
-    ``ttft_limit``/``tpot_limit`` (seconds): an MLPerf scenario's limits.
+    ``compute_dtype``: the dtype whose datasheet peak the matmuls run at (bf16 for weight-only
+    int8, widened before the multiply). ``ttft_limit``/``tpot_limit`` (s): MLPerf's limits.
     ``quote``: the source's own words for the setup; ``date``: when the figure was
     published (the commit that added it, or the results' release); ``path``: the file
     within the source's URL, where each row has its own."""
