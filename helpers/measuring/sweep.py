@@ -446,7 +446,7 @@ def measure_sweep(
 
 
 def paired_decode(
-    shape: LinearShape, dtype: str, device: str, pairs: int = PAIRS
+    shape: LinearShape, dtype: str, device: str, pairs: int = PAIRS, kernel: str | None = None
 ) -> tuple[str, LinearShape, list[tuple[float, float]]]:
     """Is a one-token matmul's gap to the bandwidth ceiling the kernel's or the machine's?
 
@@ -456,9 +456,10 @@ def paired_decode(
     at least twice the last-level cache, so it also flushes the weight out before each
     matmul: one weight copy suffices. Where that copy, in every kernel's form, would not fit
     beside the stream in a quarter of the device's memory, ``shape`` is halved until it does.
-    Returns the kernel's name, the shape timed and (stream B/s, matmul B/s) per pair, sorted
-    by the stream's rate. Where the stream is fast and the matmul is not, the kernel is what
-    falls short."""
+    ``kernel`` names the kernel to pair (the one a sweep point ran, so that the verdict is
+    about that point's kernel); None races them here. Returns the kernel's name, the shape
+    timed and (stream B/s, matmul B/s) per pair, sorted by the stream's rate. Where the stream
+    is fast and the matmul is not, the kernel is what falls short."""
     import torch
 
     if pairs < 1:
@@ -473,17 +474,21 @@ def paired_decode(
     weights = _weight_copies(shape, dtype, device, 1)
     x = timing.random_tensor((1, shape.k), machine.torch_dtype(dtype), device)
     candidates = _candidates(kernels.prepare_all(weights, device, dtype), [x], device, dtype, 1)
-    kernel, _ = kernels.fastest(candidates, device, flush=buffer)
-    (input_set,) = dict(candidates)[kernel]
+    named = [k for k, _ in candidates if k.name == kernel]
+    if kernel is not None and not named:
+        raise ValueError(f"no {kernel!r} kernel for {dtype} on {device}: "
+                         f"{', '.join(k.name for k, _ in candidates)}")
+    chosen = named[0] if named else kernels.fastest(candidates, device, flush=buffer)[0]
+    (input_set,) = dict(candidates)[chosen]
     timing.call_seconds(torch.sum, (buffer,), device)  # warm-up, both
-    timing.call_seconds(kernel.run, input_set, device)
+    timing.call_seconds(chosen.run, input_set, device)
     rates = []
     for _ in range(pairs):
         stream_s = timing.call_seconds(torch.sum, (buffer,), device)
-        matmul_s = timing.call_seconds(kernel.run, input_set, device)
+        matmul_s = timing.call_seconds(chosen.run, input_set, device)
         rates.append((timing.achieved_bandwidth(stream_bytes, stream_s),
                       timing.achieved_bandwidth(matmul_bytes, matmul_s)))  # fmt: skip
-    return kernel.name, shape, sorted(rates)
+    return chosen.name, shape, sorted(rates)
 
 
 def fastest_group(

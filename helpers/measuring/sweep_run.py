@@ -204,10 +204,16 @@ def run_sweep(
     if pairs > 0:
         largest = max(sweep.scaled_shapes(cfg, scales[dtypes[0]][min(tokens)]),
                       key=lambda s: s.k * s.n)  # fmt: skip
-        paired = timed(
-            "the pairs",
-            lambda: {dtype: sweep.paired_decode(largest, dtype, device, pairs) for dtype in dtypes},
-        )
+        # Pair the kernel the sweep ran for this shape at the fewest tokens, where it is timed
+        # at full size: the verdict is then about the sweep's own point.
+        def swept_kernel(dtype: str) -> str | None:
+            return next((p.kernel for p in points if p.dtype == dtype and p.m == min(tokens)
+                         and p.shape == largest.label and (p.k, p.n) == (largest.k, largest.n)),
+                        None)  # fmt: skip
+
+        paired = timed("the pairs", lambda: {
+            dtype: sweep.paired_decode(largest, dtype, device, pairs, swept_kernel(dtype))
+            for dtype in dtypes})  # fmt: skip
     fastest = {dtype: sweep.fastest_group(rates, pair_groups)
                for dtype, (_, _, rates) in paired.items()}  # fmt: skip
     matmul_streams = [(fastest[dtype][1], _pair_label(dtype, kernel, shape))

@@ -357,6 +357,17 @@ def test_pairs_reading_says_when_the_stream_moved_too_little_to_show_a_trend():
     assert "moment's traffic" not in reading and "x.sum()'s shortfall too" in reading
 
 
+@pytest.mark.cache_size
+def test_paired_decode_pairs_the_kernel_it_is_named():
+    # The sweep names the kernel its own m = 1 point ran, so the verdict is about that point.
+    shape = sweep.LinearShape(("gate", "up"), 256, 1024)
+    for name in (k.name for k in kernels.linear_kernels("cpu", "fp32", 1)):
+        kernel, _, rates = sweep.paired_decode(shape, "fp32", "cpu", pairs=2, kernel=name)
+        assert kernel == name and len(rates) == 2
+    with pytest.raises(ValueError, match="no 'cublas' kernel for fp32 on cpu"):
+        sweep.paired_decode(shape, "fp32", "cpu", pairs=2, kernel="cublas")
+
+
 def test_paired_decode_refuses_no_pairs():
     with pytest.raises(ValueError, match="pairs must be at least 1"):
         sweep.paired_decode(sweep.LinearShape(("q",), 64, 64), "fp32", "cpu", pairs=0)
