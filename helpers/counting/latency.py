@@ -546,7 +546,9 @@ def measured_knee(step_seconds: Mapping[int, float]) -> float:
     step (the weights' read) meets the line through the origin and the largest batch's step
     (compute, proportional to B): step(1) · B_max / step(B_max). It is the roofline's
     critical batch when the largest batch measured is compute-bound; if it is not, this
-    over-estimates the knee (the slope is too shallow). Needs batch 1 in the sweep."""
+    under-estimates it: step(B_max) / B_max still holds the weights' read, a line steeper
+    than compute's, and the estimate rises as larger batches are measured (chapter 7's
+    ``DecodeSweep.knee_is_lower_bound``). Needs batch 1 in the sweep."""
     batches = check_sweep(step_seconds)
     if batches[0] != 1:
         raise ValueError("the sweep needs batch 1: the knee is read against it")

@@ -1,0 +1,87 @@
+"""Chapter 7's decode batch sweep (``helpers.decoder.batch_sweep``): a real run at a tiny size
+keeps its record's invariants, and the record says when its knee is only a lower bound."""
+
+import pytest
+import torch
+
+from helpers.counting import hardware, latency, roofline
+from helpers.counting.models import ModelConfig
+from helpers.decoder.batch_sweep import DecodeSweep, decode_batch_sweep
+from helpers.decoder.model import Decoder
+
+TINY = ModelConfig(name="tiny-gqa", model_type="qwen2", hidden=64, intermediate=96, layers=2,
+                   vocab=101, n_q_heads=4, n_kv_heads=2, head_dim=16, tied_embeddings=True,
+                   qkv_bias=True)  # fmt: skip
+
+
+def synthetic(step_seconds: dict[int, float]) -> DecodeSweep:
+    return DecodeSweep("synthetic", "fp32", 64, 1, step_seconds, dict(step_seconds))
+
+
+def test_a_real_sweep_keeps_its_record_and_extends_by_doubling_until_compute_bound():
+    """Timed for real on the CPU: every batch asked for is measured, each beside
+    ``roofline.decode_split``'s weights plus attention; the sweep doubles its largest batch
+    while the last doubling stays under the compute-bound factor, and stops at ``extend_to``."""
+    torch.manual_seed(0)
+    model = Decoder(TINY).eval()
+    hw = hardware.get("H100 SXM")
+    with torch.no_grad():
+        sweep = decode_batch_sweep(model, [1, 3, 2], 8, hw, "fp32", "cpu", extend_to=16,
+                                   min_run_time=0.001, max_run_time=0.01)  # fmt: skip
+    batches = sweep.batches
+    assert batches[:3] == [1, 2, 3] and batches == sorted(sweep.step_seconds)
+    assert list(sweep.predicted) == batches and all(s > 0 for s in sweep.step_seconds.values())
+    for b in batches:
+        split = roofline.decode_split(TINY, hw, b, 8, "fp32")
+        assert sweep.predicted[b] == split["weights"].seconds + split["attention"].seconds
+    assert (sweep.model, sweep.dtype, sweep.context) == ("tiny-gqa", "fp32", 8)
+    assert sweep.threads == torch.get_num_threads()
+    # the extension: 3 → 6 → 12, each added only while the sweep before it was not
+    # compute-bound (3 has no half measured); it stops compute-bound or at 12 (24 > 16)
+    added = batches[3:]
+    assert added == [6, 12][: len(added)]
+    for b in added:
+        before = {k: v for k, v in sweep.step_seconds.items() if k < b}
+        assert not synthetic(before).top_compute_bound
+    assert sweep.top_compute_bound or batches[-1] == 12
+    assert sweep.knee == latency.measured_knee(sweep.step_seconds)
+    assert sweep.knee_is_lower_bound is not sweep.top_compute_bound
+    # no extend_to: exactly the batches asked for
+    with torch.no_grad():
+        plain = decode_batch_sweep(model, [2, 1], 8, hw, "fp32", "cpu", min_run_time=0.001,
+                                   max_run_time=0.01)  # fmt: skip
+    assert plain.batches == [1, 2]
+
+
+def test_a_flat_top_gives_a_lower_bound_and_a_proportional_top_a_measurement():
+    """On the roofline t = max(t1, sB): a sweep that stops below its knee (t1/s = 40) reads
+    the knee at its largest batch, too low, and says so; one past it reads 40 exactly."""
+    t1, s = 0.010, 0.010 / 40
+    flat = synthetic({b: max(t1, s * b) for b in (1, 2, 4, 8, 16, 32)})
+    assert flat.last_doubling == 1.0 and not flat.top_compute_bound
+    assert flat.knee_is_lower_bound and flat.knee == pytest.approx(32) and flat.knee < 40
+    steep = synthetic({b: max(t1, s * b) for b in (1, 2, 4, 8, 16, 32, 64, 128)})
+    assert steep.last_doubling == pytest.approx(2.0) and steep.top_compute_bound
+    assert not steep.knee_is_lower_bound and steep.knee == pytest.approx(40)
+
+
+@pytest.mark.parametrize(
+    "step_seconds, doubling, bound",
+    [
+        ({1: 10.0, 32: 38.0, 64: 54.0}, 54 / 38, True),  # chapter 7's CPU top: ×1.42
+        ({1: 10.0, 32: 20.0, 64: 36.0}, 1.8, False),  # exactly the factor: compute-bound
+        ({1: 10.0, 3: 12.0}, None, True),  # B_max / 2 not measured: no check, a bound
+        ({1: 10.0}, None, True),
+    ],
+)
+def test_the_last_doubling_decides_the_bound(step_seconds, doubling, bound):
+    sweep = synthetic(step_seconds)
+    assert sweep.last_doubling == (doubling if doubling is None else pytest.approx(doubling))
+    assert sweep.knee_is_lower_bound is bound and sweep.top_compute_bound is not bound
+
+
+def test_the_sweep_refuses_batches_that_are_not_positive_ints():
+    model = Decoder(TINY).eval()
+    for batches in ([], [0, 1], [1.5]):
+        with pytest.raises(ValueError, match="positive ints"):
+            decode_batch_sweep(model, batches, 8, hardware.get("H100 SXM"), "fp32")
