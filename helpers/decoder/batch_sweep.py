@@ -12,8 +12,9 @@ measured, not the sweep's last point by construction.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -43,6 +44,8 @@ class DecodeSweep:
     threads: int
     step_seconds: dict[int, float]
     predicted: dict[int, float]
+    step_iqr: dict[int, float] = field(default_factory=dict)
+    stopped: str = ""  # why the sweep ended early (a batch out of memory), or ""
 
     @property
     def batches(self) -> list[int]:
@@ -86,6 +89,7 @@ def decode_batch_sweep(
     extend_to: int | None = None,
     min_run_time: float = 0.05,
     max_run_time: float = 0.2,
+    stop_when_out_of_memory: bool = False,
 ) -> DecodeSweep:
     """Time one decode step of ``model`` at each batch size (chapter 7 §2).
 
@@ -95,33 +99,60 @@ def decode_batch_sweep(
     ``roofline.decode_split``'s weights plus attention on ``hw`` (``dtype``: the model's).
     ``extend_to``: keep doubling the largest batch while its last doubling stays under
     ``COMPUTE_BOUND_DOUBLING`` and the next batch is at most ``extend_to`` (None: no more).
+    ``stop_when_out_of_memory``: a batch that runs out of device memory ends the sweep, the
+    record saying so in ``stopped`` (the GPU reference sweeps up to the memory's cap); a sweep
+    whose first batch does not fit raises RuntimeError.
     Call it under ``torch.no_grad()`` or with grad disabled, as for any inference."""
     cfg: ModelConfig = model.cfg
     if not batches or any(not isinstance(b, int) or b < 1 for b in batches):
         raise ValueError(f"batches must be positive ints, at least one; got {list(batches)}")
     step_seconds: dict[int, float] = {}
     predicted: dict[int, float] = {}
+    step_iqr: dict[int, float] = {}
 
     def decode_step(tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
         return model(tokens, cache, logits="last")
 
-    def measure(batch: int) -> DecodeSweep:
-        empty = model.new_cache(batch=batch, max_tokens=context + 1)
-        for buffer in empty.keys + empty.values:
-            buffer.uniform_(-1, 1)
-        cache = KVCache(empty.keys, empty.values, tokens=context)
-        tokens = torch.randint(0, cfg.vocab, (batch, 1), device=device)
-        runs = {"min_run_time": min_run_time, "max_run_time": max_run_time}
-        timed = timing.time_callable(decode_step, [(tokens, cache)], device, warmup=1, **runs)
-        step_seconds[batch] = timed.median_s
+    def record(stopped: str = "") -> DecodeSweep:
+        return DecodeSweep(cfg.name, dtype, context, torch.get_num_threads(),
+                           dict(sorted(step_seconds.items())), dict(sorted(predicted.items())),
+                           dict(sorted(step_iqr.items())), stopped)  # fmt: skip
+
+    def measure(batch: int) -> str:
+        """Times ``batch``; returns why the sweep must stop there ("" to go on)."""
+        try:
+            empty = model.new_cache(batch=batch, max_tokens=context + 1)
+            for buffer in empty.keys + empty.values:
+                buffer.uniform_(-1, 1)
+            cache = KVCache(empty.keys, empty.values, tokens=context)
+            tokens = torch.randint(0, cfg.vocab, (batch, 1), device=device)
+            runs = {"min_run_time": min_run_time, "max_run_time": max_run_time}
+            timed = timing.time_callable(decode_step, [(tokens, cache)], device, warmup=1,
+                                         **runs)  # fmt: skip
+        except (torch.OutOfMemoryError, MemoryError, RuntimeError) as error:
+            # torch's CPU allocator reports running out of memory as a RuntimeError
+            out_of_memory = (isinstance(error, (torch.OutOfMemoryError, MemoryError))
+                             or "can't allocate memory" in str(error))  # fmt: skip
+            if not (stop_when_out_of_memory and out_of_memory):
+                raise
+            return f"batch {batch:,} ran out of memory ({str(error).splitlines()[0][:120]})"
+        finally:
+            empty = cache = tokens = None  # free the batch's cache before the next one
+            gc.collect()
+            if torch.device(device).type == "cuda":
+                torch.cuda.empty_cache()
+        step_seconds[batch], step_iqr[batch] = timed.median_s, timed.iqr_s
         split = roofline.decode_split(cfg, hw, batch, context, dtype)
         predicted[batch] = split["weights"].seconds + split["attention"].seconds
-        seconds, roof = dict(sorted(step_seconds.items())), dict(sorted(predicted.items()))
-        return DecodeSweep(cfg.name, dtype, context, torch.get_num_threads(), seconds, roof)
+        return ""
 
     for batch in sorted(set(batches)):
-        sweep = measure(batch)
-    while (extend_to is not None and not sweep.top_compute_bound
-           and 2 * sweep.batches[-1] <= extend_to):  # fmt: skip
-        sweep = measure(2 * sweep.batches[-1])
-    return sweep
+        stopped = measure(batch)
+        if stopped:
+            break
+    while (not stopped and extend_to is not None and not record().top_compute_bound
+           and 2 * max(step_seconds) <= extend_to):  # fmt: skip
+        stopped = measure(2 * max(step_seconds))
+    if not step_seconds:
+        raise RuntimeError(f"no batch ran: {stopped}")
+    return record(stopped)

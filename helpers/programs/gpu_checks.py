@@ -253,10 +253,9 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     out of memory ends the sweep, recorded."""
     import torch
 
-    from helpers.counting import latency, memory, roofline
-    from helpers.decoder.kv_cache import KVCache
+    from helpers.counting import memory, roofline
+    from helpers.decoder.batch_sweep import decode_batch_sweep
     from helpers.decoder.model import random_decoder
-    from helpers.measuring import timing
 
     dtype, cfg, context = _dtype(device), size.batch_model, size.batch_context
     torch.set_grad_enabled(False)
@@ -272,36 +271,15 @@ def measure_batching(device: str, size: Size) -> dict[str, Any]:
     if size.max_batch and size.max_batch < cap:
         cap, rule = size.max_batch, f"{rule}, capped at {size.max_batch} for this size"
 
-    def decode_step(tokens: torch.Tensor, cache: KVCache) -> Any:
-        return model(tokens, cache, logits="last")
-
-    rows, stopped = [], ""
-    for batch in _batches(cap):
-        try:
-            empty = model.new_cache(batch=batch, max_tokens=context + 1)
-            for buffer in empty.keys + empty.values:
-                buffer.uniform_(-1, 1)
-            tokens = torch.randint(0, cfg.vocab, (batch, 1), device=device)
-            timed = timing.time_callable(decode_step, [(tokens, KVCache(empty.keys, empty.values,
-                                                                        tokens=context))],
-                                         device, warmup=1, min_run_time=0.05 * size.run_time,
-                                         max_run_time=0.2 * size.run_time)
-        except (torch.OutOfMemoryError, MemoryError) as error:
-            stopped = f"batch {batch:,} ran out of memory ({str(error).splitlines()[0][:120]})"
-            break
-        finally:
-            empty = tokens = None
-            _free(device)
-        split = roofline.decode_split(cfg, hw, batch, context, dtype)
-        rows.append({"batch": batch, "seconds": timed.median_s, "iqr_s": timed.iqr_s,
-                     "predicted_s": split["weights"].seconds + split["attention"].seconds})
-    if not rows:
-        raise RuntimeError(f"no batch ran: {stopped}")
+    sweep = decode_batch_sweep(model, _batches(cap), context, hw, dtype, device,
+                               min_run_time=0.05 * size.run_time,
+                               max_run_time=0.2 * size.run_time, stop_when_out_of_memory=True)
+    rows = [{"batch": b, "seconds": sweep.step_seconds[b], "iqr_s": sweep.step_iqr[b],
+             "predicted_s": sweep.predicted[b]} for b in sweep.batches]
     return {"model": cfg.name, "dtype": dtype, "context": context, "cap": cap, "cap_rule": rule,
-            "stopped": stopped, "rows": rows, "ceilings": measured.to_dict(),
+            "stopped": sweep.stopped, "rows": rows, "ceilings": measured.to_dict(),
             "critical_batch": roofline.critical_batch_split(cfg, hw, dtype),
-            "knee": latency.measured_knee({r["batch"]: r["seconds"] for r in rows})
-            if len(rows) > 1 else float("nan")}  # fmt: skip
+            "knee": sweep.knee if len(rows) > 1 else float("nan")}  # fmt: skip
 
 
 def plot_batching(data: dict[str, Any], axes: Any) -> None:

@@ -85,3 +85,23 @@ def test_the_sweep_refuses_batches_that_are_not_positive_ints():
     for batches in ([], [0, 1], [1.5]):
         with pytest.raises(ValueError, match="positive ints"):
             decode_batch_sweep(model, batches, 8, hardware.get("H100 SXM"), "fp32")
+
+
+def test_a_batch_out_of_memory_ends_the_sweep_only_when_asked():
+    """The GPU reference sweeps up to the memory's cap: a batch whose cache cannot be
+    allocated (here, for real, on the CPU) ends the sweep with the reason recorded."""
+    model = Decoder(TINY).eval()
+    hw = hardware.get("H100 SXM")
+    huge = 2**40  # a KV cache of petabytes: the allocator refuses it
+    with torch.no_grad():
+        sweep = decode_batch_sweep(model, [1, 2, huge], 8, hw, "fp32", "cpu",
+                                   min_run_time=0.001, max_run_time=0.01,
+                                   stop_when_out_of_memory=True)  # fmt: skip
+        assert sweep.batches == [1, 2] and set(sweep.step_iqr) == {1, 2}
+        assert sweep.stopped.startswith(f"batch {huge:,} ran out of memory")
+        with pytest.raises(RuntimeError, match="can't allocate memory"):
+            decode_batch_sweep(model, [1, huge], 8, hw, "fp32", "cpu", min_run_time=0.001,
+                               max_run_time=0.01)  # fmt: skip
+        with pytest.raises(RuntimeError, match="no batch ran: batch"):
+            decode_batch_sweep(model, [huge], 8, hw, "fp32", "cpu",
+                               stop_when_out_of_memory=True)  # fmt: skip
