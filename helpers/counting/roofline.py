@@ -52,6 +52,8 @@ __all__ = [
     "roofline_time",
     "prefill_matmul_times",
     "matmul_time",
+    "fusion_speedup",
+    "fusion_stops_paying",
     "decode_split",
     "decode_aggregate",
     "critical_batch_aggregate",
@@ -191,7 +193,9 @@ def decode_split(
     cfg: ModelConfig, hw: HardwareSpec, batch: int, context: int, dtype: str = "bf16",
     *, kv_dtype: str | None = None, experts: float | None = None,
 ) -> dict[str, RooflineTime]:  # fmt: skip
-    """One decode step split in two parts that share no data (chapter 3 and 7).
+    """One decode step split in two parts, each on its own roofline (chapters 3 and 7): they
+    share only the small Q, K, V and attention-output activations, so neither hides the
+    other's traffic.
 
     ``weights``: the linear layers and LM head (last token only) over the batch: weights read
     once, FLOPs grow with B. ``attention``: each sequence's scores and values against its
@@ -368,6 +372,38 @@ def matmul_time(
     ``bound_time`` of 2mkn FLOPs and b(mk + kn + mn) bytes. The knee of the same shape is
     ``gemm_knee(k, n, peak / bandwidth, dtype)``."""
     return bound_time(matmul_flops(m, k, n), linear_bytes(m, k, n, dtype), peak, bandwidth)
+
+
+def fusion_speedup(
+    m: int, k: int, widths: tuple[int, ...], hw: HardwareSpec, dtype: str = "bf16"
+) -> float:
+    """How many times faster one fused matmul [m×k]·[k×Σn] runs than the separate
+    [m×k]·[k×n_i], one after another, each on its own roofline (chapter 3): fusion changes
+    no FLOP, it reads the shared input once, so it gains only where a matmul is memory-bound."""
+    peak, bandwidth = hw.peak(dtype), hw.bandwidth
+    separate = sum(matmul_time(m, k, n, peak, bandwidth, dtype).seconds for n in widths)
+    return separate / matmul_time(m, k, sum(widths), peak, bandwidth, dtype).seconds
+
+
+def fusion_stops_paying(
+    k: int, widths: tuple[int, ...], hw: HardwareSpec, dtype: str = "bf16"
+) -> int | None:
+    """The fewest rows m ≥ 1 of a shared input [m×k] at which the fused [m×k]·[k×Σn] runs
+    no faster than the separate [m×k]·[k×n_i], one after another, each on its own roofline
+    (chapter 3); None if fusion is faster at every m.
+
+    Fused, the same FLOPs move fewer bytes (the input read once), so fusion gains exactly
+    while some separate matmul is memory-bound, and a matmul's intensity grows with its
+    width: the narrowest crosses the ridge last, at its ``gemm_knee``, and never where its
+    ceiling 2kn / (b(k + n)) is at or below the ridge. One width: nothing to fuse, so 1."""
+    positive_int(k, "k")
+    if not widths:
+        raise ValueError("widths must name at least one matrix")
+    for n in widths:
+        positive_int(n, "each width")
+    if len(widths) == 1:
+        return 1
+    return gemm_knee(k, min(widths), ridge_point(hw, dtype), dtype)
 
 
 # Weight-only quantization (chapter 7): int8/int4 weights, bf16 activations.

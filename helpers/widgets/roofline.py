@@ -16,18 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers.counting import hardware, models
+from helpers.counting.flops import attention_flops, forward_flops
 from helpers.counting.latency import prefill_time
+from helpers.counting.memory import forward_bytes
 from helpers.counting.roofline import (
     RooflineTime,
     decode_aggregate,
     decode_split,
     prefill_matmul_times,
+    roofline_time,
 )
 from helpers.widgets.figures import new_figure, show_figure
 from helpers.widgets.plots import plot_roofline
 
 __all__ = ["RooflineControls", "PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points",
-           "RooflineView", "roofline_view", "table", "draw_roofline", "show_roofline"]  # fmt: skip
+           "prefill_parts", "parts_line", "RooflineView", "roofline_view", "table",
+           "draw_roofline", "show_roofline"]  # fmt: skip
 
 PHASES = ("prefill", "decode step", "decode: weights", "decode: attention")
 INTENSITY_RANGE = (0.1, 1e5)  # fixed axes, so a slider moves the points, not the frame
@@ -69,8 +73,9 @@ def roofline_points(controls: RooflineControls = RooflineControls()) -> dict[str
 
     Prefill as a server runs it (``helpers.counting.latency.prefill_time``: causal attention, logits
     for the last token only). The decode step is shown whole
-    (``helpers.counting.roofline.decode_aggregate``) and split into its two parts that share no data
-    (``helpers.counting.roofline.decode_split``): the weight matmuls, whose
+    (``helpers.counting.roofline.decode_aggregate``) and split into its two parts, which
+    share only small activations (``helpers.counting.roofline.decode_split``): the weight
+    matmuls, whose
     intensity grows with the batch, and attention over each sequence's own KV cache, whose
     intensity does not. Bytes include activation traffic
     (``helpers.counting.memory.forward_bytes``).
@@ -106,6 +111,38 @@ def prefill_gemm_points(
     hw.peak(dtype)
     times = prefill_matmul_times(cfg, hw, prompt_tokens, batch, dtype)
     return {f"prefill {names}": _point(f"prefill {names}", time) for names, time in times.items()}
+
+
+def prefill_parts(controls: RooflineControls = RooflineControls()) -> dict[str, RooflineTime]:
+    """Prefill cut into parts that share only small activations, each on its own roofline:
+    the weight matmuls one shape at a time (``prefill_matmul_times``), causal attention, and the
+    embedding rows read. Their FLOPs and bytes add up to the whole pass's (``prefill_time``),
+    so their times add up to at least its bound (a sum of maxima is never below the maximum
+    of the sums): kernels that run one after another cannot hide one's memory time under
+    another's arithmetic."""
+    prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype
+    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
+    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, attention="causal",
+                             logits="last").by_op  # fmt: skip
+    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
+    return prefill_matmul_times(cfg, hw, prompt_tokens, batch, dtype) | {
+        "attention": roofline_time(attention_flops(op_flops), op_bytes["attention"], hw, dtype),
+        "embedding": roofline_time(0, op_bytes["embedding"], hw, dtype),
+    }
+
+
+def parts_line(controls: RooflineControls = RooflineControls()) -> str:
+    """Prefill's parts summed (``prefill_parts``) beside the whole pass as one op."""
+    parts = prefill_parts(controls)
+    matmuls = sum(t.seconds for name, t in parts.items() if name not in ("attention", "embedding"))
+    total = sum(t.seconds for t in parts.values())
+    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
+    whole = prefill_time(cfg, hw, controls.prompt_tokens, controls.batch, controls.dtype).seconds
+    return (f"prefill, each part on its own roofline: weight matmuls {matmuls * 1e3:.3f} ms\n"
+            f"  + attention {parts['attention'].seconds * 1e3:.3f} + embedding rows "
+            f"{parts['embedding'].seconds * 1e3:.3f} = {total * 1e3:.3f} ms "
+            f"(as one op: {whole * 1e3:.3f} ms"
+            f"{', less than the weight matmuls alone' if whole < matmuls else ''})")
 
 
 def table(points: dict[str, PhasePoint]) -> str:
@@ -165,6 +202,7 @@ def show_roofline(**controls) -> None:
         print(error)
         return
     print(view.table())
+    print(parts_line(view.controls))
     fig, ax = new_figure((7.5, 4.5))
     draw_roofline(ax, view)
     show_figure(fig)

@@ -136,3 +136,50 @@ def test_free_batch_ends_long_before_the_critical_batch_at_long_contexts():
     assert roofline.free_batch(QWEN, H100, 1024, 0.0) >= 1
     with pytest.raises(ValueError):
         roofline.free_batch(QWEN, H100, 1024, -0.1)
+
+
+def test_fusion_speedup_gains_only_where_a_matmul_is_memory_bound():
+    qkv = (3584, 512, 512)  # Qwen2.5-7B's q, k, v
+    l40s = hardware.get("L40S")
+    # Decode: all memory-bound, the bytes' ratio: two input re-reads saved out of 16.5 M weights.
+    assert roofline.fusion_speedup(1, 3584, qkv, H100) == pytest.approx(
+        (3 * 3584 + 3584 * 4608 + 4608) / (3584 + 3584 * 4608 + 4608))
+    # A 1024-token prefill on an H100 SXM: every matmul compute-bound, the FLOPs unchanged.
+    assert roofline.fusion_speedup(1024, 3584, qkv, H100) == 1.0
+    # On an L40S (ridge 419) k and v (312 FLOP/B) are memory-bound alone, the fused one is not.
+    separate = (flops.matmul_flops(1024, 3584, 3584) / l40s.peak("bf16")
+                + 2 * 2 * (1024 * 3584 + 3584 * 512 + 1024 * 512) / l40s.bandwidth)
+    fused = flops.matmul_flops(1024, 3584, 4608) / l40s.peak("bf16")
+    assert roofline.fusion_speedup(1024, 3584, qkv, l40s) == pytest.approx(separate / fused)
+    assert roofline.fusion_speedup(7, 100, (5,), H100) == 1.0  # nothing to fuse
+
+
+def _fusion_pays(m, k, widths, hw, dtype="bf16"):
+    # Fused faster than the separate matmuls by more than rounding.
+    return roofline.fusion_speedup(m, k, widths, hw, dtype) > 1 + 1e-9
+
+
+@pytest.mark.parametrize("k, widths, chip, dtype, expected", [
+    (3584, (3584, 512, 512), "H100 SXM", "bf16", 866),  # q, k, v: k and v cross last
+    (3584, (18944, 18944), "H100 SXM", "bf16", 328),  # gate, up
+    (3584, (3584, 512, 512), "L40S", "bf16", 6469),
+    (4096, (4096, 1024, 1024), "A100 40GB SXM", "fp32", 26),
+    (4096, (4096, 1024, 1024), "B200", "fp8", 429),
+    (2048, (512, 4096, 128), "MI300X", "fp32", 127),
+])
+def test_fusion_stops_paying_where_the_narrowest_matmul_crosses_the_ridge(
+    k, widths, chip, dtype, expected
+):
+    hw = hardware.get(chip)
+    assert roofline.fusion_stops_paying(k, widths, hw, dtype) == expected
+    assert not _fusion_pays(expected, k, widths, hw, dtype)
+    assert _fusion_pays(expected - 1, k, widths, hw, dtype)
+
+
+def test_fusion_stops_paying_edge_cases():
+    # Qwen2.5-0.5B's k and v (ceiling 112 FLOP/B) never reach the H100's ridge: always pays.
+    assert roofline.fusion_stops_paying(896, (896, 128, 128), H100) is None
+    assert _fusion_pays(10**9, 896, (896, 128, 128), H100)
+    assert roofline.fusion_stops_paying(4096, (14336,), H100) == 1  # nothing to fuse
+    with pytest.raises(ValueError):
+        roofline.fusion_stops_paying(4096, (), H100)

@@ -127,3 +127,32 @@ def test_prefill_gemms_add_up_to_the_pass_and_the_lm_head_is_memory_bound():
     # Qwen2.5-7B's k/v reach 312 FLOP/B at 1024 tokens: below the L40S ridge (419).
     qwen = widget.prefill_gemm_points(RooflineControls("Qwen2.5-7B", "L40S", 1024, 1, "bf16"))
     assert qwen["prefill k/v"].bound == "memory" and qwen["prefill q/o"].bound == "compute"
+
+
+@pytest.mark.parametrize("controls", [
+    RooflineControls(),
+    RooflineControls("Llama-3.1-8B", "L40S", 256, 4, "fp8"),
+    RooflineControls("Qwen2.5-0.5B", "H200 SXM", 1, 1, "bf16"),
+    RooflineControls("Mistral-7B-v0.1", "A100 40GB SXM", 32768, 2, "fp32"),
+])
+def test_prefill_parts_are_the_whole_pass_cut_up_and_never_faster(controls):
+    """The parts split the pass's FLOPs and bytes exactly, so the sum of their bounds is at
+    least the pass's single bound: the tighter floor for kernels run one after another."""
+    parts = widget.prefill_parts(controls)
+    whole = prefill_time(models.get(controls.model), hardware.get(controls.chip),
+                         controls.prompt_tokens, controls.batch, controls.dtype)
+    assert sum(t.flops for t in parts.values()) == whole.flops
+    assert sum(t.bytes_moved for t in parts.values()) == whole.bytes_moved
+    # Equal when every part has the pass's bound, up to the rounding of a sum of floats.
+    assert sum(t.seconds for t in parts.values()) >= whole.seconds * (1 - 1e-12)
+
+
+def test_default_prefill_parts_outlast_the_whole_pass():
+    # Qwen2.5-7B, 1,024 tokens, H100 SXM: the weight matmuls alone, one at a time, take
+    # longer than the whole pass's bound, which hides the LM head's read under the MLP.
+    assert widget.parts_line().splitlines() == [
+        "prefill, each part on its own roofline: weight matmuls 13.838 ms",
+        "  + attention 0.213 + embedding rows 0.002 = 14.053 ms (as one op: 13.727 ms, less than "
+        "the weight matmuls alone)"]
+    # A one-token prompt: every part memory-bound, so nothing hides and the line says no more.
+    assert "alone" not in widget.parts_line(RooflineControls(prompt_tokens=1))

@@ -59,40 +59,83 @@ def gemm_bounds(cfg, hw, new_tokens, batch=1, dtype="bf16", activation_dtype=Non
 ''',
 }
 
-_FUSION_TEMPLATE = """
-def fusion_gain(m, k, widths):
-    b = 2
-    fused = 2 * m * k * sum(widths) / (b * ({fused_bytes}))
-    separate = {separate}
+_STOPS_TEMPLATE = """
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    if len(widths) == 1:
+        return {one}
+    knee = roofline.gemm_knee(k, {width}, hw.ridge({ridge_dtype}), {bytes_dtype})
     return {result}
 """
-_FUSION_RIGHT = {
-    "fused_bytes": "m * k + k * sum(widths) + m * sum(widths)",
-    "separate": ("sum(2 * m * k * n for n in widths) "
-                 "/ sum(b * (m * k + k * n + m * n) for n in widths)"),
-    "result": "fused / separate",
+_STOPS_RIGHT = {
+    "one": "1",
+    "width": "min(widths)",
+    "ridge_dtype": "dtype",
+    "bytes_dtype": "dtype",
+    "result": "knee",
 }
 
 
-def _fusion_mutant(**wrong):
-    return _FUSION_TEMPLATE.format(**(_FUSION_RIGHT | wrong))
+def _stops_mutant(**wrong):
+    return _STOPS_TEMPLATE.format(**(_STOPS_RIGHT | wrong))
 
+
+_STOPS_SCAN = """
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    def seconds(m, n):
+        return max(flops.matmul_flops(m, k, n) / hw.peak(dtype),
+                   memory.linear_bytes(m, k, n, dtype) / hw.bandwidth)
+
+    for m in range(1, {cap}):
+        if seconds(m, sum(widths)) >= {factor} * sum(seconds(m, n) for n in widths):
+            return m
+    return None
+"""
 
 FUSION = {
-    "the separate intensities averaged": _fusion_mutant(
-        separate=("sum(2 * m * k * n / (b * (m * k + k * n + m * n)) for n in widths)"
-                  " / len(widths)")),
-    "the input read once by the separate matmuls too": _fusion_mutant(
-        separate="2 * m * k * sum(widths) / (b * (m * k + k * sum(widths) + m * sum(widths)))"),
-    "outputs forgotten": _fusion_mutant(
-        fused_bytes="m * k + k * sum(widths)",
-        separate="sum(2 * m * k * n for n in widths) / sum(b * (m * k + k * n) for n in widths)"),
-    "ratio upside down": _fusion_mutant(result="separate / fused"),
-    "the best separate matmul as the baseline": _fusion_mutant(
-        separate="max(2 * m * k * n / (b * (m * k + k * n + m * n)) for n in widths)"),
+    "the widest matrix's crossing": _stops_mutant(width="max(widths)"),
+    "the fused matmul's own crossing": _stops_mutant(width="sum(widths)"),
+    "off by one: the last m at which fusion pays": _stops_mutant(
+        result="None if knee is None else knee - 1"),
+    "bf16 ridge whatever the dtype": _stops_mutant(ridge_dtype='"bf16"'),
+    "bf16 bytes whatever the dtype": _stops_mutant(bytes_dtype='"bf16"'),
+    "one width: its own crossing, as if fused with nothing": _stops_mutant(
+        one="roofline.gemm_knee(k, widths[0], hw.ridge(dtype), dtype)"),
+    "the separate matmuls' summed FLOPs over summed bytes reach the ridge": """
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    if len(widths) == 1:
+        return 1
+    for m in range(1, 1 << 14):
+        flop_count = sum(flops.matmul_flops(m, k, n) for n in widths)
+        bytes_moved = sum(memory.linear_bytes(m, k, n, dtype) for n in widths)
+        if flop_count >= hw.ridge(dtype) * bytes_moved:
+            return m
+    return None
+""",
+    "the tie goes to fusion (strictly past the ridge)": """
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    if len(widths) == 1:
+        return 1
+    n, ridge = min(widths), hw.ridge(dtype)
+    if 2 * k * n <= ridge * memory.dtype_bytes(dtype) * (k + n):
+        return None
+    m = 1
+    while roofline.gemm_intensity(m, k, n, dtype) <= ridge:
+        m += 1
+    return m
+""",
+    "times compared exactly, rounding counted as a gain": _STOPS_SCAN.format(
+        cap="1 << 14", factor="1"),
+    "scan up to 4,096 rows, None past it": _STOPS_SCAN.format(cap="4097", factor="(1 - 1e-9)"),
+    "the old exercise with a cutoff: stops once the speed-up is under 1%": """
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    for m in range(1, 1 << 14):
+        if roofline.fusion_speedup(m, k, widths, hw, dtype) < 1.01:
+            return m
+    return None
+""",
     "hard-codes the visible answers": """
-def fusion_gain(m, k, widths):
-    return 1.294736842105263 if m == 1024 else 1.0000263855226406
+def fusion_stops_paying(k, widths, hw, dtype="bf16"):
+    return 866 if len(widths) == 3 else 328
 """,
 }
 
@@ -224,7 +267,7 @@ def free_batch(cfg, hw, context, slack, dtype="bf16"):
 }
 
 MUTANTS = {
-    "ch03_fusion_gain": FUSION,
+    "ch03_fusion_stops_paying": FUSION,
     "ch03_roofs_from_times": ROOFS,
     "ch03_gemm_bounds": GEMM_BOUNDS,
     "ch03_free_batch": FREE,
