@@ -575,7 +575,8 @@ def quantized_knee(
     bytes rounded up to whole bytes (int4 packs two weights per byte). The line stays: the
     same FLOPs in the same precision, the same attention. ``quantized_knee`` is where the
     lowered floor meets that line; a crossing at or below 0 is 0.0 (compute-bound at every
-    batch). With no fixed costs the knee falls by the byte ratio, W(quantized_dtype)/W(dtype).
+    batch). With no fixed costs and no KV read (which sits in both the floor and the line's
+    slope) the knee falls by the byte ratio, W(quantized_dtype)/W(dtype).
     """
     batches = check_sweep(step_seconds)
     if len(batches) < 3:
