@@ -297,6 +297,20 @@ i = gaps.index(max(gaps))
 return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
         "stalled_by": [r for r, t in enumerate(token_times) if own[i] <= t[0] <= own[i + 1]]}
 '''),
+        "the gap's start included, its end excluded (the request itself left out)": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] <= t[0] < own[i + 1]]}
+'''),
+        "both of the gap's ends included (the request itself left out)": _stall('''
+gaps = [b - a for a, b in zip(own, own[1:])]
+i = gaps.index(max(gaps))
+return {"worst_itl": float(gaps[i]), "gap_start": float(own[i]),
+        "stalled_by": [r for r, t in enumerate(token_times)
+                       if r != request and own[i] <= t[0] <= own[i + 1]]}
+'''),
         "the mean gap reported as the worst": _stall('''
 gaps = [b - a for a, b in zip(own, own[1:])]
 i = gaps.index(max(gaps))
