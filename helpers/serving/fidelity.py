@@ -4,8 +4,9 @@ As Vidur (Agrawal et al., MLSys 2024) and LLMServingSim validate their simulator
 vLLM, this checks ``simulate`` against ``real.serve_real`` on this machine: profile the
 chapter 6 decoder's ragged steps briefly (``profile_step_times``), measure the real
 engine's capacity on a burst, and fit a step-time model to the profiled steps and the
-burst's own (``steps.FittedSteps``: a regression over the step's tokens through the linear
-layers, its prompt chunks and their keys, its decodes' keys and its LM-head rows), with the
+burst's steps with prompt chunks (``steps.FittedSteps``: a regression over the step's tokens
+through the linear layers, its prompt chunks and their keys, its decodes' keys and its LM-head
+rows), with the
 engine's own time between forwards regressed on the burst's steps as well. Then at about
 30%, 60% and 90% of that capacity it runs the engine on a Poisson trace and simulates the
 very same trace twice, and compares p50/p90 TTFT, p50/p90 TPOT and throughput:
@@ -18,7 +19,12 @@ very same trace twice, and compares p50/p90 TTFT, p50/p90 TPOT and throughput:
 
 The same scheduler code chooses every step on both sides, so what differs is only time: the
 step model's error and what the machine does meanwhile (other processes, the Python between
-steps).
+steps). On a CPU the engine's steps jitter by about 5% (sd) from one to the next, and a
+short run's percentiles move with that even under an exact model: simulated with 5% noise a
+step against none, 75 requests a load of ~96-token prompts in 192-token chunks and ~12-token
+answers (chapter 8's run before) differed by 11% at the median draw and 21% at worst (16
+draws); 120 requests of ~48-token prompts in 96-token chunks (steps more alike; chapter 8's
+run now) by 7.5% and 11% (24 draws); the default workload by 4% and 7% (16 draws).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from helpers.serving.steps import FittedSteps, Step
 from helpers.serving.trace import poisson_trace
 
 __all__ = ["LOADS", "METRICS", "KINDS", "fidelity_setup", "profile_steps", "predictive_model",
-           "fidelity", "report", "worst_error", "resimulate"]
+           "fidelity", "requests_in", "report", "worst_error", "resimulate"]
 
 LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
 METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
@@ -158,10 +164,11 @@ def figures(result: Result) -> dict[str, float]:
 
 def predictive_model(profiled: Sequence[tuple[Step, float]], burst: Result) -> FittedSteps:
     """The step-time model of the predictive simulation, fitted once: a ``FittedSteps``
-    regression over the profiled steps and the burst's own forwards, plus the engine's own
+    regression over the profiled steps and the burst's forwards that carry a prompt chunk
+    (``_chunk_steps``), plus the engine's own
     time around each forward (scheduling, building the step's inputs, reading its tokens),
     regressed on the burst's steps as a cost a step and a cost a sequence that emits."""
-    fitted = FittedSteps.fit(list(profiled) + _own_steps(burst))
+    fitted = FittedSteps.fit(list(profiled) + _chunk_steps(burst))
     heads = np.array([step.heads for step in burst.extra["steps"]], dtype=float)
     spent = np.asarray(burst.extra["overhead_seconds"], dtype=float)
     (per_step, per_head), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(heads), heads]),
@@ -172,8 +179,12 @@ def predictive_model(profiled: Sequence[tuple[Step, float]], burst: Result) -> F
 
 
 def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: int = 0,
-             model=None) -> dict:  # fmt: skip
-    """Run the whole check; returns the profiled steps (``"profiled"``: (Step, seconds)), the
+             model=None, budget_s: float | None = None) -> dict:  # fmt: skip
+    """Run the whole check. ``budget_s``, if given, replaces ``work.requests``: the loads'
+    traces get as many requests as keep the real runs (compared and calibration) to about
+    that long in all at the measured capacity (``requests_in``), so a slower machine serves
+    fewer requests and its percentiles are noisier (the module docstring gives how much).
+    Returns the profiled steps (``"profiled"``: (Step, seconds)), the
     fit (``"fitted"``, a ``FittedSteps``, and its error on them), the predictive model
     (``"predictive"``), the capacity and per load the measured,
     predicted and calibrated figures and step counts (``report`` prints them), and the
@@ -194,10 +205,13 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
     serve_real(work.trace(1e6, seed + 99, 16), model, memory, **policy)  # warm the engine
     burst = serve_real(work.trace(1e6, seed + 1, 4 * work.max_batch), model, memory, **policy)
     capacity = len(burst.arrival) / burst.makespan
+    counts = ({share: work.requests for share in loads} if budget_s is None
+              else requests_in(budget_s, capacity, loads, work))  # fmt: skip
     others_first = others_cores(clocks, cpu_seconds())  # during the profile and the burst
-    # The fit sees the profiled shapes and the engine's own forwards (its block tables, its
-    # cache's size and layout, which a profile in isolation does not have).
-    fitted = FittedSteps.fit(profiled + _own_steps(burst))
+    # The fit sees the profiled shapes and the engine's own forwards with prompt chunks
+    # (several chunks a step, mixed batches as its scheduler builds them: no profiled shape
+    # has them).
+    fitted = FittedSteps.fit(profiled + _chunk_steps(burst))
     fit_error = max(abs(fitted(step) / seconds - 1) for step, seconds in profiled)
     predictive = predictive_model(profiled, burst)
     rows, predicted, overheads, stalls, traces, others = {}, {}, {}, {}, {}, {}
@@ -208,10 +222,10 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
         # every step (Vidur models a step's CPU overhead so). Refitting per load also
         # follows a shared CPU's speed, which drifts by several percent within a minute.
         calibration = serve_real(work.trace(share * capacity, seed + 20 + k,
-                                            max(work.requests // 6, work.max_batch)),
+                                            max(counts[share] // 6, work.max_batch)),
                                  model, memory, **policy)  # fmt: skip
         overheads[share] = float(np.median(calibration.extra["overhead_seconds"]))
-        model_k = FittedSteps.fit(profiled + _own_steps(burst) + _own_steps(calibration))
+        model_k = FittedSteps.fit(profiled + _chunk_steps(burst) + _own_steps(calibration))
         model_k = model_k.with_step_cost(overheads[share])
         # The fit follows a typical step; a shared machine also stalls now and then
         # (interrupts, other processes), and TPOT and throughput are means, so the model is
@@ -220,7 +234,7 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
                       + np.sum(calibration.extra["overhead_seconds"]))  # fmt: skip
         stalls[share] = spent / sum(model_k(step) for step in calibration.extra["steps"])
         model_k = model_k.scaled(stalls[share])
-        trace = work.trace(share * capacity, seed + 10 + k)
+        trace = work.trace(share * capacity, seed + 10 + k, counts[share])
         clocks = cpu_seconds()
         real = serve_real(trace, model, memory, **policy)
         others[share] = others_cores(clocks, cpu_seconds())
@@ -230,6 +244,7 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
         predicted[share] = (figures(ahead), ahead.steps)
         traces[share] = trace
     return {"fit_error": fit_error, "capacity": capacity, "rows": rows, "work": work,
+            "requests": counts,
             "profiled": profiled, "fitted": fitted, "predictive": predictive,
             "predicted": predicted,
             "traces": traces, "policy": policy, "overheads": overheads, "stalls": stalls,
@@ -237,6 +252,24 @@ def fidelity(work: Workload = Workload(), loads: Sequence[float] = LOADS, seed: 
             "model": model.cfg.name, "device": str(next(model.parameters()).device),
             "threads": _threads(), "load": (load_before, os.getloadavg()[0]),
             "seconds": time.perf_counter() - begin}  # fmt: skip
+
+
+def requests_in(budget_s: float, capacity: float, loads: Sequence[float],
+                work: Workload) -> dict[float, int]:  # fmt: skip
+    """Requests for each load (a share of ``capacity``, requests/s, below 1) such that serving
+    them, plus each load's calibration run of a sixth as many, takes about ``budget_s``: a
+    trace of n requests at rate r lasts about n / r. A busier queue's waits stay correlated
+    over longer runs of requests (its relaxation time grows as the load nears 1), so its
+    percentiles need more of them: each load gets requests in proportion to 1 / (1 - load).
+    At least one full batch a load."""
+    if not budget_s > 0:
+        raise ValueError(f"budget_s must be > 0, got {budget_s!r}")
+    if not all(0 < share < 1 for share in loads):
+        raise ValueError(f"every load must be a share of the capacity in (0, 1), got {loads!r}")
+    weight = {share: 1 / (1 - share) for share in loads}
+    seconds_a_weight = sum(w / (share * capacity) for share, w in weight.items()) * (1 + 1 / 6)
+    return {share: max(work.max_batch, round(budget_s / seconds_a_weight * w))
+            for share, w in weight.items()}
 
 
 def _worst(pairs) -> float:
@@ -268,6 +301,16 @@ def _own_steps(result: Result) -> list[tuple[Step, float]]:
     return list(zip(result.extra["steps"], result.extra["step_seconds"], strict=True))
 
 
+def _chunk_steps(burst: Result) -> list[tuple[Step, float]]:
+    """The burst's forwards that carry a prompt chunk: what the fit needs from the engine (a
+    profiled shape has one chunk, so a cost a chunk is only known from steps with several).
+    Its decode-only steps are left to the profile, which has every batch size: they are the
+    burst's tail, its longest requests finishing, and on chapter 8's machine (2 cores, quiet)
+    they ran 4-8% slower at batches 1-3 than those batches did in the profile and in the
+    real runs at every load, and outnumbered the profile's two shapes a batch in the fit."""
+    return [(step, seconds) for step, seconds in _own_steps(burst) if step.prefill]
+
+
 def _threads() -> int:
     import torch
 
@@ -289,8 +332,9 @@ def report(run: dict, load_average: bool = True) -> str:
                   f"{_usable_cores()} of {os.cpu_count()} cores usable")  # fmt: skip
     lines = [where,
              f"chunked prefill, batch <= {w.max_batch}, budget {w.token_budget}; prompts ~"
-             f"{w.prompt_mean}, outputs ~{w.output_mean} tokens (geometric); {w.requests} "
-             "requests a load; measured capacity "
+             f"{w.prompt_mean}, outputs ~{w.output_mean} tokens (geometric); requests "
+             + ", ".join(f"{n} at {share:.0%}" for share, n in run["requests"].items())
+             + "; measured capacity "
              f"{run['capacity']:.1f} requests/s (a burst)",
              "predictive: one step-time fit to the profile and the burst, the engine's own "
              f"time a step included, nothing refitted (worst {run['fit_error']:.1%} on the "

@@ -77,7 +77,10 @@ def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
 
     work = fidelity.Workload(prompt_mean=16, output_mean=4, max_batch=4, token_budget=32,
                              kv_tokens=2048, requests=12)  # fmt: skip
-    run = fidelity.fidelity(work, loads=(0.5,))
+    run = fidelity.fidelity(work, loads=(0.5,), budget_s=2.0)
+    # the trace sized to the budget at the measured capacity, not work.requests
+    assert run["requests"] == fidelity.requests_in(2.0, run["capacity"], (0.5,), work)
+    assert len(run["traces"][0.5]) == run["requests"][0.5]
     (real, sim, real_steps, sim_steps), = run["rows"].values()
     assert set(real) == set(sim) == set(fidelity.METRICS)
     assert all(value > 0 for value in (*real.values(), *sim.values()))
@@ -92,5 +95,53 @@ def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
         assert fidelity.worst_error(run, kind) >= 0
     text = fidelity.report(run)
     assert "worst |sim/real - 1|" in text and "50% tpot_p90" in text
+    assert f"requests {run['requests'][0.5]} at 50%;" in text
     assert "predictive: worst" in text and "calibrated: worst" in text
     assert "load average" in text and "load average" not in fidelity.report(run, False)
+
+
+def test_the_predictive_fit_takes_the_bursts_chunk_steps_and_leaves_its_decodes_to_the_profile():
+    """The profile has one prompt chunk a shape, so the cost a chunk is learnt from the
+    burst's steps with several; the burst's decode-only steps (its tail, slower at small
+    batches than the same batches anywhere else) stay out of the fit, and its time between
+    forwards is added as a cost a step and a cost a head."""
+    from types import SimpleNamespace
+
+    from helpers.serving import fidelity
+    from helpers.serving.steps import FittedSteps, Step, token_knots
+
+    knots = token_knots(192)
+    layers = [2e-3, 4e-3, 3.8e-3] + [3e-3 + 2e-5 * t for t in knots[3:]]
+    truth = FittedSteps([0.0, 5e-5, 1e-3, 1e-7, 2e-8] + layers, knots)  # 1 ms a chunk
+    profiled = [Step((), b, b * c, b) for b in range(1, 17) for c in (24, 120)]
+    profiled += [Step(((p, k),), 0, 0, 1) for p in (24, 32, 48, 64, 96, 128, 192)
+                 for k in (0, 96)]
+    profiled += [Step(((80, 0),), 16, 800, 16), Step(((48, 0),), 8, 640, 9)]
+    chunked = [Step(((40, 0), (30, 0)), 4, 400, 6), Step(((20, 10), (20, 0), (24, 0)), 8, 900, 10),
+               Step(((90, 0), (50, 0)), 2, 200, 4), Step(((60, 0), (60, 0)), 0, 0, 2)]
+    tail = [Step((), b, b * 300, b) for b in (1, 1, 1, 2, 2, 3)]  # 8% slower than the profile
+    steps = chunked + tail
+    burst = SimpleNamespace(extra={
+        "steps": steps,
+        "step_seconds": [truth(s) for s in chunked] + [1.08 * truth(s) for s in tail],
+        "overhead_seconds": [1e-4 + 1e-5 * s.heads for s in steps]})
+    predictive = fidelity.predictive_model([(s, truth(s)) for s in profiled], burst)
+    for step in (*profiled, *chunked, *tail, Step(((30, 0), (30, 0), (30, 0)), 1, 100, 4)):
+        assert predictive(step) == pytest.approx(truth(step) + 1e-4 + 1e-5 * step.heads,
+                                                 rel=1e-6)  # fmt: skip
+
+
+def test_requests_in_sizes_the_loads_traces_to_the_time_asked():
+    from helpers.serving.fidelity import Workload, requests_in
+
+    work = Workload(max_batch=4)
+    # At 10 requests/s, loads 50% and 75% weigh 2 and 4 (1 / (1 - load)); a unit of weight
+    # costs (2 / 5 + 4 / 7.5) s, and 7/6 of it with the calibration runs: 1.0888... s.
+    unit = (2 / 5 + 4 / 7.5) * 7 / 6
+    assert requests_in(100 * unit, 10.0, (0.5, 0.75), work) == {0.5: 200, 0.75: 400}
+    assert requests_in(200 * unit, 10.0, (0.5, 0.75), work) == {0.5: 400, 0.75: 800}
+    assert requests_in(0.1, 10.0, (0.5, 0.75), work) == {0.5: 4, 0.75: 4}  # a batch at least
+    with pytest.raises(ValueError, match="budget_s"):
+        requests_in(0.0, 10.0, (0.5,), work)
+    with pytest.raises(ValueError, match="load"):
+        requests_in(10.0, 10.0, (1.0,), work)
