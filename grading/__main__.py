@@ -24,6 +24,7 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 from grading.grader import COPIED  # noqa: E402 - after the line above
 from grading.release import RELEASE, ROOT, SOURCE  # noqa: E402
+from grading.sandbox import Limits  # noqa: E402
 
 COURSE = ROOT / "grading" / "course"
 
@@ -31,7 +32,7 @@ COURSE = ROOT / "grading" / "course"
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count(),
                         help="submissions graded in parallel (default: all cores)")
-    parser.add_argument("--timeout", type=float, default=60,
+    parser.add_argument("--timeout", type=float, default=Limits.wall_s,
                         help="seconds per question (setup, answer and tests)")
     parser.add_argument("--memory", type=int, default=4096, help="MiB per question")
     parser.add_argument("--unsafe", action="store_true",
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     scope.add_argument("chapter", help="chapter folder, e.g. 02_bytes")
     scope.add_argument("--output", type=Path,
                        help="default: build/gradescope/CHAPTER/autograder.zip")
-    scope.add_argument("--timeout", type=float, default=60, help="seconds per question")
+    scope.add_argument("--timeout", type=float, default=Limits.wall_s,
+                       help="seconds per question")
     scope.add_argument("--memory", type=int, default=4096, help="MiB per question")
     scope.add_argument("--source", type=Path, default=SOURCE,
                        help="the instructor's notebooks (default: solutions/)")
