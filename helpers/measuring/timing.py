@@ -168,21 +168,6 @@ def faster(samples_a: Sequence[float], samples_b: Sequence[float]) -> str:
                    Timing.from_samples(samples_b, device="", threads=0))  # fmt: skip
 
 
-def samples_needed(samples_a: Sequence[float], samples_b: Sequence[float]) -> int | None:
-    """The fewest samples a side (the same ``r`` for both, at least ``MIN_SAMPLES``) with
-    which a run whose medians and IQRs came out as the pilot's ``samples_a`` and
-    ``samples_b`` would show a difference by ``compare``'s rule; None where the medians are
-    equal, as no number of samples separates them (chapter 4's exercise).
-
-    The notches are apart when the gap exceeds ``NOTCH`` · (IQR_a + IQR_b) / √r, so when r
-    exceeds the square of ``NOTCH`` · (IQR_a + IQR_b) / gap, strictly."""
-    (a, a_iqr), (b, b_iqr) = median_and_iqr(samples_a), median_and_iqr(samples_b)
-    gap = abs(a - b)
-    if gap == 0:
-        return None
-    return max(MIN_SAMPLES, math.floor((NOTCH * (a_iqr + b_iqr) / gap) ** 2) + 1)
-
-
 def achieved_flops(flops: float, seconds: float) -> float:
     """Achieved FLOP/s: work done divided by the time it took (chapter 4)."""
     if seconds <= 0:

@@ -57,7 +57,8 @@ class CacheView:
                          f"{p.apparent_bandwidth / 1e9:>15.1f}{mark}")  # fmt: skip
         lines.append(
             f"selected: {self.selected.copies} copies, {self.verdict}; apparent bandwidth "
-            f"{self.overstatement:.2f} × the streaming {self.streaming_bandwidth / 1e9:.1f} GB/s"
+            f"{self.overstatement:.2f} × the sweep's streaming "
+            f"{self.streaming_bandwidth / 1e9:.1f} GB/s"
         )
         lines.append(
             f"rule (copies_to_exceed_cache, factor {self.factor:g}): "

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers.measuring import machine, timing
+from helpers.measuring import machine, timing, verdicts
 
 MiB = 2**20
 
@@ -63,22 +63,73 @@ def test_compare_needs_the_notches_apart():
 
 
 
-def test_samples_needed_is_the_fewest_that_compare_separates():
+def test_samples_needed_is_the_cheapest_pair_that_compare_separates():
     worked = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
-    slower = [t + 1.0 for t in worked]  # medians 3.5 and 4.5, IQRs 3.5: (1.57 · 7)² = 120.8
-    assert timing.samples_needed(worked, slower) == 121
+    slower = [t + 1.0 for t in worked]  # medians 3.5 and 4.5, IQRs 3.5: 121 a side if equal
+    assert verdicts.samples_needed(worked, slower) == (132, 111)  # a cheaper: more of them
     tight = [0.50, 0.52, 0.49, 0.51, 0.50, 0.53, 0.48, 0.50]
-    assert timing.samples_needed(tight, [t * 1.2 for t in tight]) == 4  # at least MIN_SAMPLES
-    assert timing.samples_needed([1.0, 2.0, 3.0, 4.0], [2.5, 2.5, 2.5, 2.5]) is None
+    assert verdicts.samples_needed(tight, [t * 1.2 for t in tight]) == (4, 4)  # MIN_SAMPLES
+    assert verdicts.samples_needed([0.8, 1.2, 1.0, 0.6, 1.4], [1.1, 1.08, 1.12, 1.06, 1.14]) == (
+        59, 12)  # the wide side takes the samples
+    assert verdicts.samples_needed([1.0, 2.0, 3.0, 4.0], [2.5, 2.5, 2.5, 2.5]) is None
+    with pytest.raises(ValueError, match="positive"):
+        verdicts.samples_needed([0.0, 0.0], [1.0, 1.0])
 
-    def at(samples, n):
-        median, iqr = timing.median_and_iqr(samples)
-        return timing.Timing(median, iqr, median, median, n, 1, "cpu", 1)
+    for a, b in [(worked, slower), ([2.0, 1.1, 2.3, 2.6, 2.3], [2.2, 1.9, 2.9, 1.8, 2.6, 3.0]),
+                 ([0.8, 1.2, 1.0, 0.6, 1.4], [1.1, 1.08, 1.12, 1.06, 1.14])]:
+        r_a, r_b = verdicts.samples_needed(a, b)
+        assert verdicts.shows_difference(a, b, r_a, r_b)
+        (ma, ia), (mb, ib) = timing.median_and_iqr(a), timing.median_and_iqr(b)
+        cost = r_a * ma + r_b * mb
+        # No cheaper pair separates them: for each r_a up to the cost, the most r_b it affords.
+        for other_a in range(timing.MIN_SAMPLES, int(cost / ma) + 1):
+            other_b = math.ceil((cost - other_a * ma) / mb) - 1
+            if other_b >= timing.MIN_SAMPLES and (other_a, other_b) != (r_a, r_b):
+                at_a = timing.Timing(ma, ia, ma, ma, other_a, 1, "", 0)
+                at_b = timing.Timing(mb, ib, mb, mb, other_b, 1, "", 0)
+                assert timing.compare(at_a, at_b) == "neither", (other_a, other_b)
 
-    for a, b in [(worked, slower), ([2.0, 1.1, 2.3, 2.6, 2.3], [2.2, 1.9, 2.9, 1.8, 2.6, 3.0])]:
-        r = timing.samples_needed(a, b)
-        assert timing.compare(at(a, r), at(b, r)) != "neither"
-        assert timing.compare(at(a, r - 1), at(b, r - 1)) == "neither"
+
+def test_shows_difference_is_compare_on_the_pilots_summaries():
+    a, b = [1.0, 1.2, 0.8, 1.1, 0.9], [1.3, 1.3, 1.3, 1.3]  # gap 0.3, IQRs 0.2 and 0
+    assert verdicts.shows_difference(a, b, 4, 4)  # 1.57 · 0.2 / 2 = 0.157 < 0.3
+    assert not verdicts.shows_difference(a, b, 3, 4)  # under MIN_SAMPLES: no spread to judge by
+    assert not verdicts.shows_difference([1.0] * 4, [1.0] * 4, 100, 100)
+
+
+def _timing(median_us, iqr_us, n=6):
+    return timing.Timing(median_us * 1e-6, iqr_us * 1e-6, median_us * 1e-6, median_us * 1e-6, n,
+                         1, "cpu", 1)  # fmt: skip
+
+
+def test_slower_beyond_spread_needs_the_notches_apart_and_the_gap_past_either_iqr():
+    assert verdicts.slower_beyond_spread(_timing(100, 2), _timing(150, 3))
+    assert not verdicts.slower_beyond_spread(_timing(150, 3), _timing(100, 2))  # faster
+    # Notches apart (1.57 · 4 / √6 ≈ 2.6 µs a side) but the 10 µs gap inside a 12 µs IQR.
+    assert not verdicts.slower_beyond_spread(_timing(642, 1), _timing(652, 12, n=400))
+    assert not verdicts.slower_beyond_spread(_timing(100, 20), _timing(110, 20))  # notches overlap
+
+
+def test_subnormal_verdict_wants_a_slowdown_on_every_thread_count():
+    same, slow = (_timing(100, 2), _timing(101, 2)), (_timing(100, 2), _timing(300, 5))
+
+    def verdict(off2, on2, off1, on1):
+        return verdicts.subnormal_verdict({(2, False): off2, (2, True): on2,
+                                         (1, False): off1, (1, True): on1})  # fmt: skip
+
+    assert verdict(same, same, same, same).startswith("no subnormal slowdown")
+    # The reviewed run: slower on one thread only, with flush-to-zero off: no consistent penalty.
+    assert verdict(same, same, slow, same) == (
+        "no consistent subnormal slowdown on this run: with flush-to-zero off, slower beyond "
+        "the spread on 1 thread but not on 2 threads")
+    assert verdict(same, slow, same, same).startswith("no consistent subnormal slowdown on this "
+                                                      "run: slower beyond the spread only with")
+    assert verdict(slow, same, slow, same).endswith("which flush-to-zero removed")
+    assert verdict(slow, slow, slow, slow).endswith("which stayed with flush-to-zero on")
+    assert verdict(slow, slow, slow, same).endswith(  # libgomp: workers keep the flag off
+        "flush-to-zero removed it on 1 thread, not on 2 threads")
+    one = {(1, False): slow, (1, True): same}
+    assert verdicts.subnormal_verdict(one).endswith("which flush-to-zero removed")
 
 
 def test_achieved_rates():

@@ -123,7 +123,7 @@ def test_table_marks_the_selected_row_and_states_the_rule():
     marked = [line for line in lines if line.endswith("◀")]
     assert len(marked) == 1 and marked[0].split()[0] == "8"
     assert "64 copies of 1 MiB" in lines[-1]
-    assert "4.50 × the streaming 20.0 GB/s" in lines[-2]
+    assert "4.50 × the sweep's streaming 20.0 GB/s" in lines[-2]
 
 
 def test_draw_plots_the_curve_and_the_reference_lines():

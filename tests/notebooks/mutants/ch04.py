@@ -8,74 +8,153 @@ CHAPTER = "04_timing"
 
 MUTANTS = {
     "ch04_samples_needed": {
-        "the notch's √r forgotten: r grows with the ratio, not its square": """
+        "the same r on both sides (the fewest r, not the cheapest pair)": """
 import math
 
 def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
     if a == b:
         return None
-    return max(4, math.floor(1.57 * (a_iqr + b_iqr) / abs(a - b)) + 1)
+    r = max(4, math.floor((1.57 * (a_iqr + b_iqr) / abs(a - b)) ** 2) + 1)
+    return r, r
+""",
+        "the fewest samples in all, not the least time": """
+import math
+
+def samples_needed(samples_a, samples_b):
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    gap = abs(a - b)
+    if gap == 0:
+        return None
+    best = None
+    r_a = 4
+    while best is None or r_a + 4 < best[0]:
+        room = gap - 1.57 * a_iqr / math.sqrt(r_a)
+        if room > 0:
+            r_b = max(4, math.floor((1.57 * b_iqr / room) ** 2) + 1)
+            if best is None or r_a + r_b < best[0]:
+                best = (r_a + r_b, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
+""",
+        "the notch's √r forgotten (IQR / r)": """
+import math
+
+def samples_needed(samples_a, samples_b):
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    gap = abs(a - b)
+    if gap == 0:
+        return None
+    best = None
+    r_a = 4
+    while best is None or r_a * a + 4 * b < best[0]:
+        room = gap - 1.57 * a_iqr / r_a
+        if room > 0:
+            r_b = max(4, math.floor(1.57 * b_iqr / room) + 1)
+            if best is None or r_a * a + r_b * b < best[0]:
+                best = (r_a * a + r_b * b, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
 """,
         "no minimum of 4 samples": """
 import math
 
 def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    if a == b:
-        return None
-    return math.floor((1.57 * (a_iqr + b_iqr) / abs(a - b)) ** 2) + 1
-""",
-        "the means' gap, not the medians'": """
-import math
-
-def samples_needed(samples_a, samples_b):
-    a_iqr, b_iqr = timing.median_and_iqr(samples_a)[1], timing.median_and_iqr(samples_b)[1]
-    gap = abs(sum(samples_a) / len(samples_a) - sum(samples_b) / len(samples_b))
+    gap = abs(a - b)
     if gap == 0:
         return None
-    return max(4, math.floor((1.57 * (a_iqr + b_iqr) / gap) ** 2) + 1)
+    best = None
+    r_a = 1
+    while best is None or r_a * a + 1 * b < best[0]:
+        room = gap - 1.57 * a_iqr / math.sqrt(r_a)
+        if room > 0:
+            r_b = max(1, math.floor((1.57 * b_iqr / room) ** 2) + 1)
+            if best is None or r_a * a + r_b * b < best[0]:
+                best = (r_a * a + r_b * b, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
 """,
-        "each median outside the other's notch (the wider notch alone), not notches apart": """
+        "the IQR of the pooled samples on both sides": """
 import math
 
 def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    if a == b:
+    a_iqr = b_iqr = timing.median_and_iqr(list(samples_a) + list(samples_b))[1]
+    gap = abs(a - b)
+    if gap == 0:
         return None
-    return max(4, math.floor((1.57 * max(a_iqr, b_iqr) / abs(a - b)) ** 2) + 1)
+    best = None
+    r_a = 4
+    while best is None or r_a * a + 4 * b < best[0]:
+        room = gap - 1.57 * a_iqr / math.sqrt(r_a)
+        if room > 0:
+            r_b = max(4, math.floor((1.57 * b_iqr / room) ** 2) + 1)
+            if best is None or r_a * a + r_b * b < best[0]:
+                best = (r_a * a + r_b * b, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
 """,
-        "the spreads added in quadrature, as for a difference of means": """
+        "the costs swapped: a's samples at b's median": """
 import math
 
 def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    if a == b:
+    gap = abs(a - b)
+    if gap == 0:
         return None
-    return max(4, math.floor((1.57 * math.hypot(a_iqr, b_iqr) / abs(a - b)) ** 2) + 1)
+    best = None
+    r_a = 4
+    while best is None or r_a * b + 4 * a < best[0]:
+        room = gap - 1.57 * a_iqr / math.sqrt(r_a)
+        if room > 0:
+            r_b = max(4, math.floor((1.57 * b_iqr / room) ** 2) + 1)
+            if best is None or r_a * b + r_b * a < best[0]:
+                best = (r_a * b + r_b * a, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
 """,
-        "max - min as the spread": """
-import math
-
-def samples_needed(samples_a, samples_b):
-    a, b = timing.median_and_iqr(samples_a)[0], timing.median_and_iqr(samples_b)[0]
-    if a == b:
-        return None
-    spread = max(samples_a) - min(samples_a) + max(samples_b) - min(samples_b)
-    return max(4, math.floor((1.57 * spread / abs(a - b)) ** 2) + 1)
-""",
-        "a sample count for equal medians too": """
+        "the means, not the medians": """
 import math
 
 def samples_needed(samples_a, samples_b):
     (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
-    gap = max(abs(a - b), 1e-12)
-    return max(4, math.floor((1.57 * (a_iqr + b_iqr) / gap) ** 2) + 1)
+    a, b = sum(samples_a) / len(samples_a), sum(samples_b) / len(samples_b)
+    gap = abs(a - b)
+    if gap == 0:
+        return None
+    best = None
+    r_a = 4
+    while best is None or r_a * a + 4 * b < best[0]:
+        room = gap - 1.57 * a_iqr / math.sqrt(r_a)
+        if room > 0:
+            r_b = max(4, math.floor((1.57 * b_iqr / room) ** 2) + 1)
+            if best is None or r_a * a + r_b * b < best[0]:
+                best = (r_a * a + r_b * b, r_a, r_b)
+        r_a += 1
+    return best[1], best[2]
+""",
+        "the continuous optimum, each side rounded up": """
+import math
+
+def samples_needed(samples_a, samples_b):
+    (a, a_iqr), (b, b_iqr) = timing.median_and_iqr(samples_a), timing.median_and_iqr(samples_b)
+    gap = abs(a - b)
+    if gap == 0:
+        return None
+    # Lagrange: r_x in proportion to (IQR_x / median_x) ** (2 / 3), scaled to close the gap.
+    wa, wb = (a_iqr / a) ** (2 / 3), (b_iqr / b) ** (2 / 3)
+    if wa == 0 or wb == 0:
+        return 4, 4
+    s = (1.57 * (a_iqr / math.sqrt(wa) + b_iqr / math.sqrt(wb)) / gap) ** 2
+    return max(4, math.ceil(s * wa)), max(4, math.ceil(s * wb))
 """,
         "the visible answers hard-coded": """
 def samples_needed(samples_a, samples_b):
     if len(samples_a) == 8:
-        return 4 if max(samples_b) < 1 else 121
+        return (4, 4) if max(samples_b) < 1 else (132, 111)
+    if len(samples_a) == 5:
+        return 59, 12
     return None
 """,
     },
