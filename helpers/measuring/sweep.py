@@ -27,8 +27,8 @@ of its memory is the budget). In quick mode each shape's scale also grows until 
 GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of its dtype
 (each dtype and each shape has its own scale, so the thin k,v matrix keeps its real size
 where the gate shrinks): a fast CPU or a GPU times the real prefill shapes, a slow laptop
-scaled ones (``choose_scales``). Decode-shaped points (small m, where the cost is a weight
-read) keep the real sizes; each point gives its k and n.
+scaled ones (``choose_scales``). A point already under the budget (small m) keeps the real
+sizes; each point gives its k and n.
 
 Ceilings. The bandwidth is streamed before the sweep, between dtypes and after it, and the
 matmul ceilings are measured before and after it; the final ceilings are the best of all of

@@ -124,8 +124,10 @@ def _layer_totals(points: Sequence[SweepPoint]) -> tuple[float, float, float, fl
 
 def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dict[str, Any]]:
     """Per dtype, the sweep's headline figures over whole layers (every shape, weighted by
-    use): decode (m = 1) achieved B/s as a fraction of the measured bandwidth; prefill
-    (m ≥ 1024) achieved FLOP/s as a fraction of the measured matmul ceiling; and the
+    use): decode (m = 1) achieved B/s as a fraction of the measured bandwidth and achieved
+    FLOP/s as a fraction of the matmul ceiling, with ``"decode_bound"`` ("memory", "compute"
+    or "mixed": which roof its points sit under, so which fraction is the one to read);
+    prefill (m ≥ 1024) achieved FLOP/s as a fraction of the measured matmul ceiling; and the
     roofline prediction's relative error (``latency.prediction_error``) for each."""
     summary: dict[str, dict[str, Any]] = {}
     for dtype in dict.fromkeys(p.dtype for p in points):
@@ -133,8 +135,12 @@ def summarize(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, dic
         entry: dict[str, Any] = {}
         decode = [p for p in ours if p.m == 1]
         if decode:
-            _, nbytes, measured, predicted = _layer_totals(decode)
+            flops, nbytes, measured, predicted = _layer_totals(decode)
             entry["decode_bandwidth_fraction"] = nbytes / measured / ceilings.bandwidth
+            entry["decode_flops_fraction"] = flops / measured / ceilings.peak(dtype)
+            bounds = {p.bound == "compute" for p in decode}
+            entry["decode_bound"] = ("mixed" if len(bounds) > 1
+                                     else "compute" if bounds == {True} else "memory")
             entry["decode_prediction_error"] = prediction_error(predicted, measured)
             entry["decode_kernels"] = sorted({p.kernel for p in decode})
         prefill = [p for p in ours if p.m >= PREFILL_MIN_TOKENS]
@@ -151,7 +157,10 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, di
     """Per dtype: ``"shape"``, the (m, k, n) that set its matmul ceiling, and ``"setter"``, the
     sweep point of that shape (None: a GEMM of the ceiling measurement, no layer's shape);
     ``"prefill"``, the points from ``PREFILL_MIN_TOKENS`` tokens under ``SHORT_SHARE`` of the
-    matmul ceiling; ``"decode"``, the m = 1 points under ``SHORT_SHARE`` of the bandwidth;
+    matmul ceiling; ``"decode"``, the memory-bound m = 1 points under ``SHORT_SHARE`` of the
+    bandwidth, and ``"decode_compute"``, the compute-bound ones (2/b at or above the ridge: bf16
+    on a CPU without bf16 arithmetic) under ``SHORT_SHARE`` of the matmul ceiling, each held to
+    the roof it sits under; ``"decode_bounds"``, the bounds of the m = 1 points;
     ``"swept"``, whether any point is that long a prefill."""
     found: dict[str, dict[str, Any]] = {}
     for dtype in dict.fromkeys(p.dtype for p in points):
@@ -162,8 +171,12 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> dict[str, di
             "setter": next((p for p in ours if (p.m, p.k, p.n) == shape), None),
             "prefill": [p for p in ours if p.m >= PREFILL_MIN_TOKENS
                         and p.achieved_flops < SHORT_SHARE * peak],
-            "decode": [p for p in ours
-                       if p.m == 1 and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth],
+            "decode": [p for p in ours if p.m == 1 and p.bound != "compute"
+                       and p.achieved_bandwidth < SHORT_SHARE * ceilings.bandwidth],
+            "decode_compute": [p for p in ours if p.m == 1 and p.bound == "compute"
+                               and p.achieved_flops < SHORT_SHARE * peak],
+            "decode_bounds": sorted({"compute" if p.bound == "compute" else "memory"
+                                     for p in ours if p.m == 1}),
             "swept": any(p.m >= PREFILL_MIN_TOKENS for p in ours),
         }  # fmt: skip
     return found
@@ -205,17 +218,20 @@ def layer_points(results: Mapping[str, Any], layer: str = "gate",
 
 def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
     """The point whose achieved FLOP/s stands for the compute roof this layer reached: the
-    largest m timed at the shape of the smallest-m point, if that point is compute-bound;
-    otherwise the largest m of all (a scaled point). A scaled point is a smaller GEMM, which
-    runs at its own share of the ceiling, not the real shape's: where a sweep scales only its
-    largest m, the real shape's own compute-bound point reads its knee. None with fewer than
-    two points."""
+    largest m timed at the shape of the smallest-m point (that point included), if that point
+    is compute-bound; otherwise the largest m of all (a scaled point). A scaled point is a
+    smaller GEMM, which runs at its own share of the ceiling, not the real shape's: where a
+    sweep scales only its largest m, the real shape's own compute-bound point reads its knee.
+    Where only the smallest m is timed at full size and it is compute-bound (2/b above the
+    ridge: bf16 on a CPU without bf16 arithmetic), it is that point: then no point measured
+    the bandwidth roof, and ``measured_ridge`` is its intensity, an upper bound. None with
+    fewer than two points."""
     if len(rows) < 2:
         return None
     first = min(rows, key=lambda r: r.m)
-    same = [r for r in rows if (r.k, r.n) == (first.k, first.n) and r is not first]
-    last = max(same, key=lambda r: r.m, default=None)
-    if last is not None and last.bound == "compute":
+    same = [r for r in rows if (r.k, r.n) == (first.k, first.n)]
+    last = max(same, key=lambda r: r.m)
+    if last.bound == "compute":
         return last
     return max(rows, key=lambda r: r.m)
 
@@ -223,11 +239,14 @@ def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
 def measured_ridge(rows: Sequence[SweepPoint]) -> float | None:
     """The ridge this layer showed: the achieved FLOP/s of ``compute_end`` (the compute roof
     it really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
-    reached). None with fewer than two points."""
+    reached). Where the smallest m is itself the compute end, no point measured the bandwidth
+    roof: its intensity, an upper bound. None with fewer than two points."""
     last = compute_end(rows)
     if last is None:
         return None
     first = min(rows, key=lambda r: r.m)
+    if last is first:
+        return first.intensity
     return last.achieved_flops / first.achieved_bandwidth
 
 
@@ -238,9 +257,12 @@ def token_knee(rows: Sequence[SweepPoint]) -> int | None:
 
     Where the flat, weight-read time of decode meets the time ∝ m of prefill: on a device
     that reached its measured ceilings at both ends it is the predicted knee. None with
-    fewer than two points, or if that shape never reaches the layer's ridge."""
+    fewer than two points, or if that shape never reaches the layer's ridge; the smallest m
+    where that point is already compute-bound (``compute_end``)."""
     ridge = measured_ridge(rows)
     if ridge is None:
         return None
     first = min(rows, key=lambda r: r.m)
+    if compute_end(rows) is first:
+        return first.m
     return gemm_knee(first.k, first.n, ridge, first.dtype)

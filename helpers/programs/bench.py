@@ -83,7 +83,16 @@ def format_summary(
     for dtype, entry in summary.items():
         parts = []
         if "decode_bandwidth_fraction" in entry:
-            parts.append(f"decode m=1 {entry['decode_bandwidth_fraction']:.0%} of bandwidth "
+            # each share against the roof its points sit under (a record without the bound:
+            # memory)
+            bound = entry.get("decode_bound", "memory")
+            shares = {"memory": f"{entry['decode_bandwidth_fraction']:.0%} of bandwidth",
+                      "compute": f"compute-bound, {entry.get('decode_flops_fraction', 0):.0%} "
+                                 "of matmul ceiling",
+                      "mixed": f"{entry['decode_bandwidth_fraction']:.0%} of bandwidth, "
+                               f"{entry.get('decode_flops_fraction', 0):.0%} of matmul "
+                               "ceiling (bounds mixed)"}[bound]
+            parts.append(f"decode m=1 {shares} "
                          f"(prediction {entry['decode_prediction_error']:+.0%}, kernel "
                          f"{'/'.join(entry.get('decode_kernels', []))})")  # fmt: skip
         if "prefill_flops_fraction" in entry:
@@ -99,8 +108,9 @@ def format_summary(
 def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
     """Per dtype, what set its matmul ceiling (a sweep point, or a GEMM of the ceiling
     measurement that is no layer's shape) and the shapes under ``SHORT_SHARE`` of a ceiling:
-    prefill points of the matmul ceiling, decode points of the bandwidth ceiling
-    (``sweep_record.shortfalls``), one line each."""
+    prefill points of the matmul ceiling, decode points of the roof they sit under (memory-bound
+    ones of the bandwidth, compute-bound ones of the matmul ceiling;
+    ``sweep_record.shortfalls``), one line each."""
     lines = []
     for dtype, found in sweep_record.shortfalls(points, ceilings).items():
         setter, peak = found["setter"], ceilings.peak(dtype)
@@ -117,11 +127,19 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
         decode = [
             f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in found["decode"]
         ]
+        compute = [f"{p.shape} {p.achieved_flops / peak:.0%}" for p in found["decode_compute"]]
+        bounds = found["decode_bounds"]
+        parts = []
+        if "memory" in bounds or not bounds:
+            parts.append(f"under {SHORT_SHARE:.0%} of the bandwidth, decode: "
+                         f"{', '.join(decode) or 'none'}")  # fmt: skip
+        if "compute" in bounds:
+            parts.append(f"compute-bound decode (m=1), under {SHORT_SHARE:.0%} of the matmul "
+                         f"ceiling: {', '.join(compute) or 'none'}")  # fmt: skip
         lines.append(f"  {dtype} matmul ceiling set by {source}; under {SHORT_SHARE:.0%} of "
                      f"it, prefill: "
                      f"{', '.join(prefill) or ('none' if found['swept'] else 'not swept')}; "
-                     f"under {SHORT_SHARE:.0%} of the bandwidth, decode: "
-                     f"{', '.join(decode) or 'none'}")  # fmt: skip
+                     + "; ".join(parts))  # fmt: skip
     return lines
 
 

@@ -68,7 +68,8 @@ def _check_results(data, result, tmp_path, tokens, scale):
         assert p["flops"] == 2 * p["m"] * p["k"] * p["n"] and p["scale"] == scale
         assert p["median_s"] > 0 and p["bound"] in ("memory", "compute")
         assert p["cache_defeat"] in ("rotate", "flush")
-    assert {"decode_bandwidth_fraction", "decode_prediction_error",
+    assert {"decode_bandwidth_fraction", "decode_flops_fraction", "decode_bound",
+            "decode_prediction_error",
             "decode_kernels"} == set(data["summary"]["fp32"])  # fmt: skip
     assert (tmp_path / "roofline_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "q,o" in result.stdout and "bandwidth ceiling" in result.stdout
@@ -142,6 +143,19 @@ def test_the_summary_names_what_set_each_ceiling_and_what_misses_one():
     assert "prefill: not swept;" in line
     summary = bench.format_summary({}, FAKE, [gemm, fast]).splitlines()
     assert summary[-1] == bench.shortfalls([gemm, fast], FAKE)[0]  # the points' line, last
+    # A compute-bound one-token point (2/b above the ridge) is held to the matmul ceiling, not
+    # read as a bandwidth shortfall.
+    gemv = replace(point("q,o", 1, 1024, 1024, 2 * 1024 * 1024 / 0.8e11), bound="compute")
+    (line,) = bench.shortfalls([gemm, gemv], ceilings)
+    assert line.endswith("; compute-bound decode (m=1), under 90% of the matmul ceiling: q,o 80%")
+    assert "of the bandwidth" not in line
+    (line,) = bench.shortfalls([gemm, gemv, replace(fast, bound="memory")], ceilings)
+    assert "of the bandwidth, decode: none; compute-bound decode (m=1)" in line
+    summary = sweep_record.summarize([gemv], FAKE)
+    assert summary["fp32"]["decode_bound"] == "compute"
+    assert summary["fp32"]["decode_flops_fraction"] == pytest.approx(0.8)
+    text = bench.format_summary(summary, FAKE)
+    assert "decode m=1 compute-bound, 80% of matmul ceiling" in text
 
 
 def test_pairs_are_grouped_from_the_slowest_stream_to_the_fastest():

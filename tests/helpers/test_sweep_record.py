@@ -115,6 +115,23 @@ def test_a_full_size_compute_bound_point_sets_the_compute_end_before_a_scaled_on
     assert sweep_record.compute_end(rows[:1]) is None
 
 
+def test_a_compute_bound_smallest_m_is_its_own_compute_end():
+    # bf16 on a CPU without bf16 arithmetic: the ridge (0.5 FLOP/B) is under 2/b, so the
+    # one-token gate is already compute-bound; every larger m is scaled. Its own point, not the
+    # scaled one, is the compute end: the ridge is its intensity and the knee 1.
+    k, n = SHAPES["gate,up"]
+    slow = {"fp32": 1e11, "bf16": 5e9}
+    first = asdict(replace(sweep.SweepPoint(**_point("bf16", "gate,up", 1, k, n)),
+                           bound="compute"))
+    scaled = _point("bf16", "gate,up", 64, k // 4, n // 4, slowdown=2.0)
+    results = {"ceilings": {"matmul_flops": slow, "bandwidth": BANDWIDTH},
+               "points": [first, {**scaled, "scale": 4}]}
+    rows = sweep_record.layer_points(results, "gate", "bf16")
+    assert sweep_record.compute_end(rows) is rows[0]
+    assert sweep_record.measured_ridge(rows) == pytest.approx(rows[0].intensity)
+    assert sweep_record.token_knee(rows) == 1
+
+
 def test_sweep_results_round_trips_dataclasses():
     from helpers.measuring.sweep import SweepPoint
 

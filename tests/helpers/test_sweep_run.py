@@ -96,6 +96,7 @@ def test_shortfalls_name_the_setter_and_the_misses(run):
         assert setter is None or (setter.dtype, (setter.m, setter.k, setter.n)) == (dtype, shape)
         share = sweep_record.SHORT_SHARE
         assert entry["decode"] == [p for p in run.points if p.dtype == dtype and p.m == 1
+                                   and p.bound == "memory"
                                    and p.achieved_bandwidth < share * run.ceilings.bandwidth]
         assert entry["prefill"] == [] and entry["swept"] is False  # m ≤ 2: no prefill
 

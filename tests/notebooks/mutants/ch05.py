@@ -62,6 +62,24 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
         return None
     return float(median_s * seconds(*real) / seconds(*timed))
 ''',
+        "bytes ratio whatever the bound": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    def bound(k, n):
+        compute = 2 * m * k * n / peak
+        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
+    if bound(*timed) != bound(*real):
+        return None
+    return float(median_s * memory.linear_bytes(m, *real, dtype)
+                 / memory.linear_bytes(m, *timed, dtype))
+''',
+        "the real shape's bound picks the ratio, never refuses": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    k, n = real
+    if 2 * m * k * n / peak >= memory.linear_bytes(m, k, n, dtype) / bandwidth:
+        return float(median_s * k * n / (timed[0] * timed[1]))
+    return float(median_s * memory.linear_bytes(m, k, n, dtype)
+                 / memory.linear_bytes(m, *timed, dtype))
+''',
         "refuses whenever the shape was scaled": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     if tuple(timed) != tuple(real):
