@@ -2,7 +2,8 @@
 al. (tokens a pass, speedup, the best γ; chapter 8), the largest batch at which it pays
 (``verify_costs``, ``spec_largest_batch``; chapter 8), real rejection sampling to check them
 (``spec_monte_carlo``), its TPOT on the roofline step model (``spec_tpot``; chapter 9) and
-greedy verification of a draft from one target pass's logits (``greedy_verify``; chapter 9)."""
+greedy verification of a padded batch of drafts from one target pass's logits
+(``greedy_verify``; chapter 9)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import numpy as np
 import torch
 
 from helpers.counting._validate import non_negative_int, positive_int
-from helpers.counting.flops import attention_flops_per_key, param_count
+from helpers.counting.flops import attention_flops_per_key, decode_flops_split
 from helpers.counting.hardware import HardwareSpec
-from helpers.counting.memory import kv_cache_bytes, weight_bytes
+from helpers.counting.memory import dtype_bytes, kv_cache_bytes, weight_bytes
 from helpers.counting.models import ModelConfig
 from helpers.serving.steps import RooflineSteps, Step
 
@@ -58,8 +59,10 @@ def spec_speedup(alpha: float, gamma: int, c: float) -> float:
 def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
     """The γ in 0 … ``max_gamma`` that maximises ``spec_speedup`` (the smallest on a tie).
 
-    Drafting more tokens pays while α^γ, the chance the last one is still wanted, beats the
-    cost c of drafting it; at α = 0.8, c = 0.05 the best is γ = 8, 3.09× (chapter 8).
+    Drafting one more token pays while α^(γ+1), the chance it is still wanted, beats c·σ(γ),
+    its draft step's cost against the tokens a pass already yields (σ(γ) =
+    ``spec_expected_tokens``); at α = 0.8, c = 0.05 the best is γ = 8, 3.09× (chapter 8),
+    where the shortcut α^γ > c would draft up to 13.
     """
     _check_spec(alpha, max_gamma)
     speedups = [spec_speedup(alpha, gamma, c) for gamma in range(max_gamma + 1)]
@@ -72,14 +75,17 @@ def spec_best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
 def verify_costs(cfg: ModelConfig, hw: HardwareSpec, context: int,
                  dtype: str = "bf16") -> dict[str, float]:  # fmt: skip
     """The inputs of ``spec_largest_batch`` for ``cfg`` on ``hw`` at ``context`` cached
-    tokens a sequence (chapter 8): the weights' bytes and the linear layers' FLOPs a token
-    (2 × parameters), one sequence's KV bytes and one query's attention FLOPs over them
+    tokens a sequence (chapter 8): the weights a pass reads (all but an untied input
+    embedding table, of which it reads only a row a token) and the linear layers' and LM
+    head's FLOPs a token (``flops.decode_flops_split``: 2 × the parameters that multiply),
+    one sequence's KV bytes and one query's attention FLOPs over them
     (``flops.attention_flops_per_key`` × context), peak and bandwidth."""
     positive_int(context, "context")
     cfg.require_dense("verify_costs")
+    unread = 0 if cfg.tied_embeddings else cfg.vocab * cfg.hidden  # the input table
     return {
-        "weight_bytes": float(weight_bytes(cfg, dtype)),
-        "linear_flops": float(2 * param_count(cfg)),
+        "weight_bytes": float(weight_bytes(cfg, dtype) - unread * dtype_bytes(dtype)),
+        "linear_flops": float(decode_flops_split(cfg, 1)[1]),
         "kv_bytes": float(kv_cache_bytes(cfg, context, dtype=dtype)),
         "attention_flops": float(attention_flops_per_key(cfg) * context),
         "peak": float(hw.peak(dtype)),
@@ -212,25 +218,42 @@ def spec_tpot(target: ModelConfig, draft: ModelConfig, hw: HardwareSpec, batch: 
     return float((drafting + verify) / spec_expected_tokens(alpha, gamma))
 
 
-def greedy_verify(logits: torch.Tensor, drafts: torch.Tensor) -> list[list[int]]:
-    """The tokens one target pass vouches for under greedy decoding (chapter 9).
+def greedy_verify(logits: torch.Tensor, drafts: torch.Tensor, lengths: torch.Tensor,
+                  stop: int | None = None) -> tuple[list[list[int]], int]:  # fmt: skip
+    """The tokens one target pass over a batch vouches for under greedy decoding (chapter 9).
 
-    ``drafts`` [B, γ] (long): each sequence's γ draft tokens. ``logits`` [B, γ + 1, V]: the
-    target's logits from one pass over each sequence's last accepted token followed by its
-    drafts, so row j scores the token after the j-th of those γ + 1 (a causal model's logits
-    at a position score the next token). Greedy decoding would emit argmax(row 0); draft j
-    stands while it equals argmax(row j) and every draft before it stood; the pass then adds
-    the target's own argmax at the first draft that fell, or at row γ when none did (the
-    bonus). Returns, per sequence, the 1 … γ + 1 tokens the target alone would have produced
-    next: exactly what serial greedy decoding gives, from one pass (Leviathan et al.'s rule
-    at temperature 0)."""
-    if logits.dim() != 3 or drafts.dim() != 2 or logits.shape[:2] != (
-            drafts.shape[0], drafts.shape[1] + 1):  # fmt: skip
-        raise ValueError(f"logits must be [B, γ + 1, V] for drafts [B, γ], got "
-                         f"{tuple(logits.shape)} and {tuple(drafts.shape)}")  # fmt: skip
-    choice = logits.argmax(dim=-1)  # [B, γ + 1]: the target's own next token at each row
-    gamma = drafts.shape[1]
-    stood = (choice[:, :gamma] == drafts).long().cumprod(dim=1)  # 1 while every draft stood
-    kept = stood.sum(dim=1)  # [B]: drafts accepted before the first that fell
-    bonus = choice.gather(1, kept[:, None])[:, 0]
-    return [drafts[b, : int(kept[b])].tolist() + [int(bonus[b])] for b in range(len(kept))]
+    ``drafts`` [B, γ] (long), padded: sequence b drafted ``drafts[b, :lengths[b]]`` and the
+    rest of its row is padding, never compared. ``lengths`` [B] (long), each in 0 … γ.
+    ``logits`` [B, γ + 1, V]: the target's logits from one pass over each sequence's last
+    accepted token followed by its row of drafts, so row j scores the token after the j-th
+    of those inputs (a causal model's logits at a position score the next token). Greedy
+    decoding would emit argmax(row 0); draft j < lengths[b] stands while it equals
+    argmax(row j) and every draft before it stood; the pass then adds the target's own
+    argmax at the first draft that fell, or at row lengths[b] when none did (the bonus).
+    ``stop``, an end-of-sequence token or None: a sequence's tokens end at the first stop
+    token, which is kept.
+
+    Returns (emitted, accepted): per sequence the 1 … lengths[b] + 1 tokens the target alone
+    would have produced next, exactly what serial greedy decoding gives, from one pass
+    (Leviathan et al.'s rule at temperature 0); and how many of them, over the batch, are
+    drafts (the bonus and the target's token at a fallen draft are not)."""
+    if logits.dim() != 3 or drafts.dim() != 2 or lengths.shape != drafts.shape[:1] or (
+            logits.shape[:2] != (drafts.shape[0], drafts.shape[1] + 1)):  # fmt: skip
+        raise ValueError(f"logits must be [B, γ + 1, V] and lengths [B] for drafts [B, γ], got "
+                         f"{tuple(logits.shape)}, {tuple(lengths.shape)} and "
+                         f"{tuple(drafts.shape)}")  # fmt: skip
+    sizes = [int(n) for n in lengths.tolist()]
+    if any(not 0 <= n <= drafts.shape[1] for n in sizes):
+        raise ValueError(f"lengths must lie in 0 … {drafts.shape[1]}, got {sizes}")
+    choice = logits.argmax(dim=-1).tolist()  # [B][γ + 1]: the target's own next token
+    emitted, accepted = [], 0
+    for row, guesses, n in zip(choice, drafts.tolist(), sizes, strict=True):
+        kept = 0  # drafts accepted before the first that fell
+        while kept < n and guesses[kept] == row[kept]:
+            kept += 1
+        tokens = row[: kept + 1]  # the accepted drafts equal the target's tokens
+        if stop is not None and stop in tokens:
+            tokens = tokens[: tokens.index(stop) + 1]
+        accepted += min(kept, len(tokens))
+        emitted.append(tokens)
+    return emitted, accepted

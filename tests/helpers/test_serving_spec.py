@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import serving
-from helpers.counting import hardware, memory, models
+from helpers.counting import flops, hardware, memory, models
 from helpers.serving import spec
 
 
@@ -46,7 +46,18 @@ def test_a_longer_context_keeps_speculation_paying_at_larger_batches():
 def test_verify_costs_from_the_formulas():
     qwen, h100 = models.get("Qwen2.5-7B"), hardware.get("H100 SXM")
     costs = serving.verify_costs(qwen, h100, 1000)
-    assert costs["weight_bytes"] == memory.weight_bytes(qwen)
+    # Qwen2.5-7B is untied: a pass reads all its weights but the input embedding table
+    # (152,064 x 3,584), and multiplies all but that table: 14.14 GFLOP a token, the step
+    # model's 13.05 of linear layers plus 1.09 of LM head.
+    table = 152064 * 3584
+    assert costs["weight_bytes"] == memory.weight_bytes(qwen) - 2 * table
+    # (the matrices' FLOPs: norms and biases, a few hundred thousand parameters, multiply none)
+    assert costs["linear_flops"] == pytest.approx(2 * (flops.param_count(qwen) - table), rel=1e-4)
+    assert round(costs["linear_flops"] / 1e9, 2) == 14.14
+    small = models.get("Qwen2.5-0.5B")
+    tied = serving.verify_costs(small, h100, 1000)  # its table is its LM head: read, multiplied
+    assert tied["weight_bytes"] == memory.weight_bytes(small)
+    assert tied["linear_flops"] == pytest.approx(2 * flops.param_count(small), rel=1e-3)
     assert costs["kv_bytes"] == 1000 * memory.kv_bytes_per_token(qwen)
     assert costs["attention_flops"] == 4 * 28 * 28 * 128 * 1000
     assert costs["peak"] == h100.peak("bf16") and costs["bandwidth"] == h100.bandwidth
@@ -103,32 +114,46 @@ def test_bad_spec_arguments():
 # --- greedy verification of a draft from one target pass (chapter 9) -----------------------
 
 
-def _serial_greedy(choice, drafts):
-    """What serial greedy decoding emits, read one position at a time."""
-    emitted = []
-    for row, guesses in zip(choice.tolist(), drafts.tolist(), strict=True):
+def _serial_greedy(choice, drafts, lengths, stop):
+    """What serial greedy decoding emits, read one position at a time, and how many of the
+    emitted tokens were drafted there."""
+    emitted, accepted = [], 0
+    for row, guesses, n in zip(choice.tolist(), drafts.tolist(), lengths.tolist(), strict=True):
         tokens = []
-        for j, own in enumerate(row):
+        for j, own in enumerate(row[: n + 1]):
             tokens.append(own)
-            if j == len(guesses) or guesses[j] != own:
+            drafted = j < n and guesses[j] == own
+            accepted += drafted
+            if own == stop or not drafted:
                 break
         emitted.append(tokens)
-    return emitted
+    return emitted, accepted
 
 
 def test_greedy_verify_by_hand():
     import torch
 
     hot = torch.eye(5) * 3
-    logits = torch.stack([hot[[1, 2, 3]], hot[[4, 0, 0]], hot[[2, 2, 2]]])
-    drafts = torch.tensor([[1, 2], [4, 1], [0, 2]])
-    # all stand and the bonus; the second falls (the target says 0); the first falls at once
-    assert serving.greedy_verify(logits, drafts) == [[1, 2, 3], [4, 0], [2]]
-    assert serving.greedy_verify(logits[:, :1], drafts[:, :0]) == [[1], [4], [2]]
+    logits = torch.stack([hot[[1, 2, 3]], hot[[4, 0, 0]], hot[[2, 2, 2]], hot[[1, 3, 4]]])
+    drafts = torch.tensor([[1, 2], [4, 1], [0, 2], [1, 3]])
+    # all stand and the bonus; the second falls (the target says 0); the first falls at once;
+    # the fourth's one draft stands and its bonus is row 1's 3 (its row 2 scores padding)
+    full = torch.tensor([2, 2, 2, 1])
+    assert serving.greedy_verify(logits, drafts, full) == ([[1, 2, 3], [4, 0], [2], [1, 3]], 4)
+    assert serving.greedy_verify(logits[:, :1], drafts[:, :0], torch.zeros(4, dtype=torch.long)
+                                 ) == ([[1], [4], [2], [1]], 0)  # fmt: skip
+    none = torch.zeros(4, dtype=torch.long)  # all padding: each emits row 0's token
+    assert serving.greedy_verify(logits, drafts, none) == ([[1], [4], [2], [1]], 0)
+    # stop token 2: the first ends at its accepted second draft (no bonus), the third at once
+    assert serving.greedy_verify(logits, drafts, full, stop=2) == (
+        [[1, 2], [4, 0], [2], [1, 3]], 4)
+    assert serving.greedy_verify(logits, drafts, full, stop=1) == (
+        [[1], [4, 0], [2], [1]], 3)  # a stop draft that stands is emitted and counted
 
 
-@given(st.integers(1, 4), st.integers(0, 6), st.integers(2, 9), st.integers(0, 10**6))
-def test_greedy_verify_equals_serial_decoding(batch, gamma, vocab, seed):
+@given(st.integers(1, 4), st.integers(0, 6), st.integers(2, 9), st.integers(0, 10**6),
+       st.booleans())  # fmt: skip
+def test_greedy_verify_equals_serial_decoding(batch, gamma, vocab, seed, with_stop):
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -137,11 +162,21 @@ def test_greedy_verify_equals_serial_decoding(batch, gamma, vocab, seed):
     drafts = torch.where(torch.rand(batch, gamma, generator=generator) < 0.7,
                          choice[:, :gamma], torch.randint(0, vocab, (batch, gamma),
                                                           generator=generator))  # fmt: skip
-    assert serving.greedy_verify(logits, drafts) == _serial_greedy(choice, drafts)
+    lengths = torch.randint(0, gamma + 1, (batch,), generator=generator)
+    stop = int(torch.randint(0, vocab, (), generator=generator)) if with_stop else None
+    assert serving.greedy_verify(logits, drafts, lengths, stop) == _serial_greedy(
+        choice, drafts, lengths, stop)
 
 
 def test_greedy_verify_refuses_mismatched_shapes():
     import torch
 
+    three = torch.full((2,), 3)
     with pytest.raises(ValueError, match="for drafts"):
-        serving.greedy_verify(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long))
+        serving.greedy_verify(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long), three)
+    with pytest.raises(ValueError, match="for drafts"):
+        serving.greedy_verify(torch.zeros(2, 4, 5), torch.zeros(2, 3, dtype=torch.long),
+                              torch.full((3,), 3))  # fmt: skip
+    with pytest.raises(ValueError, match="lengths must lie"):
+        serving.greedy_verify(torch.zeros(2, 4, 5), torch.zeros(2, 3, dtype=torch.long),
+                              torch.tensor([1, 4]))  # fmt: skip

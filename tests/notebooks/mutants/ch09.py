@@ -11,25 +11,27 @@ in a process of its own, where the tests cannot see its calls.
 CHAPTER = "09_capstone"
 
 _VERIFY = '''
-def greedy_verify(logits, drafts):
+def greedy_verify(logits, drafts, lengths, stop):
     choice = logits.argmax(dim=-1).tolist()
-    out = []
-    for b, guesses in enumerate(drafts.tolist()):
-        row = choice[b]
+    out, accepted = [], 0
+    for row, guesses, n in zip(choice, drafts.tolist(), lengths.tolist()):
+        guesses = {guesses}
         kept = 0
-        for j, guess in enumerate(guesses):
-            if {stands}:
-                kept += 1
-            else:
-                {on_wrong}
-        out.append({emitted})
-    return out
+        while kept < len(guesses) and {stands}:
+            kept += 1
+        tokens = {emitted}
+        {cut}
+        accepted += {count}
+        out.append(tokens)
+    return out, accepted
 '''
 
 _VERIFY_RIGHT = {
-    "stands": "guess == row[j]",
-    "on_wrong": "break",
+    "guesses": "guesses[:n]",
+    "stands": "guesses[kept] == row[kept]",
     "emitted": "guesses[:kept] + [row[kept]]",
+    "cut": "tokens = tokens[:tokens.index(stop) + 1] if stop in tokens else tokens",
+    "count": "min(kept, len(tokens))",
 }
 
 
@@ -110,20 +112,30 @@ _CANDIDATES = '''
 
 MUTANTS = {
     "ch09_greedy_verify": {
+        "padding compared as drafts (every row of drafts, not its length)": _verify(
+            guesses="guesses"),
         "each guess checked against the next row (off by one)": _verify(
-            stands="guess == row[j + 1]"),
-        "every matching guess counts, not only those before the first wrong one": _verify(
-            on_wrong="continue",
-            emitted="[g for j, g in enumerate(guesses) if g == row[j]] + [row[kept]]"),
+            stands="guesses[kept] == row[kept + 1]"),
+        "the bonus read from the last row, not the row after the sequence's own drafts":
+            _verify(emitted="guesses[:kept] + [row[kept] if kept < n else row[-1]]"),
+        "the bonus token emitted after a mismatch too": _verify(
+            emitted="guesses[:kept] + [row[kept]] + ([row[n]] if kept < n else [])"),
+        "the bonus token in place of the target's token at a mismatch": _verify(
+            emitted="guesses[:kept] + [row[n]]"),
         "no bonus token when every guess stands": _verify(
-            emitted="guesses[:kept] + ([row[kept]] if kept < len(guesses) else [])"),
-        "the accepted guesses only (the target's token at the first wrong one dropped)":
-            _verify(emitted="guesses[:kept] if kept else [row[0]]"),
-        "the wrong guess emitted in place of the target's token": _verify(
-            emitted="guesses[:kept + 1] if kept < len(guesses) else guesses + [row[kept]]"),
+            emitted="guesses[:kept] + ([row[kept]] if kept < n else [])"),
+        "the stop token ignored": _verify(cut="pass"),
+        "the target's token emitted after a stop token among the accepted drafts": _verify(
+            cut="tokens = (tokens[:tokens.index(stop) + 1] + tokens[-1:] "
+                "if stop in tokens[:-1] else tokens)"),
+        "the stop token itself not emitted": _verify(
+            cut="tokens = tokens[:tokens.index(stop)] if stop in tokens else tokens"),
+        "the accepted count includes the target's token": _verify(count="len(tokens)"),
+        "the accepted count taken before the stop token cuts the drafts": _verify(
+            count="kept"),
         "hard-codes the visible answers": '''
-def greedy_verify(logits, drafts):
-    return [[2, 4, 0, 1], [3, 5]]
+def greedy_verify(logits, drafts, lengths, stop):
+    return [[2, 4, 0], [3]], 2
 ''',
     },
     "ch09_batch_at_load": {
