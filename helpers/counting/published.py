@@ -555,14 +555,14 @@ def _tp_reason(cs: list[Comparison]) -> str:
             base.chip.bandwidth)
         points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
         extra = []
-        for c in series[1:]:  # the time beyond the smallest T's own time divided by T
+        for c in series[1:]:  # the time beyond the smallest T's time scaled by T_0 / T
             added = c.measured_seconds - base.measured_seconds * base.row.chips / c.row.chips
             whole = head * (1 - base.row.chips / c.row.chips)  # the head T does not divide
             each = (f" ({whole * 1e3:.2f} ms the whole LM head, "
                     f"{(added - whole) / reduces * 1e6:.0f} us an all-reduce)" if added > 0 else "")
             extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
-        out.append(f"{name}: {points}. Against its own T={base.row.chips} time divided by "
-                   f"T, a token takes " + ", ".join(extra))
+        out.append(f"{name}: {points}. Against its own T={base.row.chips} time scaled by "
+                   f"{base.row.chips}/T, a token takes " + ", ".join(extra))
     return (
         "The bound splits the bytes over T chips' bandwidth and charges nothing for the "
         "all-reduces, two a layer for each token, and splits the LM head too, which "

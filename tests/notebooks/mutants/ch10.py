@@ -102,7 +102,7 @@ def _moe(**wrong):
 
 _CHIP = '''
 def attention_per_chip(cfg, ranks, kv_dtype):
-    bits = {{"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}}[kv_dtype]
+    bits = {bits}
     heads = cfg.n_q_heads // ranks
     if cfg.kv_lora_rank:
         width = {mla_width}
@@ -116,6 +116,7 @@ def attention_per_chip(cfg, ranks, kv_dtype):
 '''
 
 _CHIP_RIGHT = {
+    "bits": '{"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}[kv_dtype]',
     "mla_width": "cfg.kv_lora_rank + cfg.qk_rope_head_dim",
     "mla_flops": "2 * heads * (width + cfg.kv_lora_rank)",
     "gqa_width": "2 * max(1, heads // group) * cfg.head_dim",
@@ -197,6 +198,18 @@ def moe_layer(x, router, gate, up, down, k):
                       "+ cfg.kv_lora_rank)"),
         "the key/value heads divided by T even past n_kv": _chip(
             gqa_width="2 * cfg.n_kv_heads * cfg.head_dim // ranks"),
+        "n_kv // T key/value heads a chip, none past T = n_kv": _chip(
+            gqa_width="2 * (cfg.n_kv_heads // ranks) * cfg.head_dim",
+            intensity="(cfg.layers * per_key / kv_bytes if kv_bytes else 0.0)"),
+        "MLA's latent split over the chips, each chip's heads reading only its slice": _chip(
+            mla_width="(cfg.kv_lora_rank + cfg.qk_rope_head_dim) // ranks",
+            mla_flops="2 * heads * (width + cfg.kv_lora_rank // ranks)"),
+        "the chip's bytes, but every head's FLOPs (not divided by T)": _chip(
+            mla_flops="2 * cfg.n_q_heads * (width + cfg.kv_lora_rank)",
+            gqa_flops="2 * cfg.n_q_heads * 2 * cfg.head_dim"),
+        "the cache counted in bf16 whatever kv_dtype": _chip(bits="16"),
+        "int4 counted as a byte a value": _chip(
+            bits='{"bf16": 16, "fp8": 8, "int8": 8, "int4": 8}[kv_dtype]'),
         "the whole model's intensity, whatever T": _chip(
             mla_flops="2 * cfg.n_q_heads * (width + cfg.kv_lora_rank)",
             gqa_flops="2 * cfg.n_q_heads * 2 * cfg.head_dim * max(1, heads // group) "
