@@ -203,29 +203,37 @@ def roofs_from_times(seconds_a, chip_a, seconds_b, chip_b, dtype="bf16"):
 
 _FREE_TEMPLATE = """
 def free_batch(cfg, hw, context, slack, dtype="bf16"):
+    peak, bandwidth = hw.peak({dtype}), hw.bandwidth
+
+    def seconds(flop_count, bytes_moved):
+        return {seconds}
+
     def step_seconds(batch):
-        parts = roofline.decode_split(cfg, hw, batch, context, {dtype})
+        by_op = flops.forward_flops(cfg, 1, context=context, batch=batch).by_op
+        moved = memory.forward_bytes(cfg, 1, context=context, batch=batch, dtype={dtype})
+        attention_flops = by_op["attn_scores"] + by_op["attn_values"]
+        weights_flops = sum(by_op.values()) - attention_flops
+        weights_bytes = {weights_bytes}
         return {step}
 
     limit = {limit}
-    batch = 1
-    while {fits}:
-        batch *= 2
-    low, high = batch // 2 if batch > 1 else 1, batch
+    low, high = 1, 2
+    while step_seconds(high) <= limit:
+        low, high = high, 2 * high
     while high - low > 1:
         middle = (low + high) // 2
-        if {fits_middle}:
+        if step_seconds(middle) <= limit:
             low = middle
         else:
             high = middle
     return {result}
 """
 _FREE_RIGHT = {
-    "step": 'parts["weights"].seconds + parts["attention"].seconds',
     "dtype": "dtype",
+    "seconds": "max(flop_count / peak, bytes_moved / bandwidth)",
+    "weights_bytes": 'sum(moved.values()) - moved["attention"]',
+    "step": 'seconds(weights_flops, weights_bytes) + seconds(attention_flops, moved["attention"])',
     "limit": "(1 + slack) * step_seconds(1)",
-    "fits": "step_seconds(batch) <= limit",
-    "fits_middle": "step_seconds(middle) <= limit",
     "result": "low",
 }
 
@@ -234,32 +242,30 @@ def _free_mutant(**wrong):
     return _FREE_TEMPLATE.format(**(_FREE_RIGHT | wrong))
 
 
+# The weights alone, as the weight matrices hold them: no activation read or written.
+_WEIGHTS_ONLY = ("memory.dtype_bytes(dtype) * (cfg.layers * sum(k * n for name, (k, n) in "
+                 'cfg.linear_shapes().items() if name != "lm_head") + cfg.hidden * cfg.vocab)')
+# One sequence's weight part, weights and activations, paid again by every sequence.
+_PER_SEQUENCE = ('batch * (lambda one: sum(one.values()) - one["attention"])('
+                 "memory.forward_bytes(cfg, 1, context=context, dtype=dtype))")
+
 FREE = {
-    "weight matmuls only, attention ignored": _free_mutant(step='parts["weights"].seconds'),
-    "dtype ignored: always bf16": _free_mutant(dtype='"bf16"'),
-    "memory time only, as if never compute-bound": _free_mutant(
-        step="sum(part.memory_seconds for part in parts.values())"),
-    "the roofline's two terms added": _free_mutant(
-        step="sum(p.compute_seconds + p.memory_seconds for p in parts.values())"),
+    "the aggregate model: one roofline over the whole step": _free_mutant(
+        step="seconds(sum(by_op.values()), sum(moved.values()))"),
+    "attention left out: the weight matmuls only": _free_mutant(
+        step="seconds(weights_flops, weights_bytes)"),
+    "activations left out: the weight part reads the weights only": _free_mutant(
+        weights_bytes=_WEIGHTS_ONLY),
+    "the weight part's bytes paid by every sequence": _free_mutant(weights_bytes=_PER_SEQUENCE),
     "off by one: the first batch past the slack": _free_mutant(result="high"),
+    "slack in seconds, added to the step": _free_mutant(limit="step_seconds(1) + slack"),
     "slack times the step, not 1 + slack": _free_mutant(
         limit="max(slack, 1.0) * step_seconds(1)"),
-    "the time per sequence held to the slack": _free_mutant(
-        fits="step_seconds(batch) / batch <= limit and batch < 1 << 20",
-        fits_middle="step_seconds(middle) / middle <= limit"),
-    "baseline without attention": _free_mutant(
-        limit='(1 + slack) * roofline.decode_split(cfg, hw, 1, context, dtype)["weights"].seconds'),
-    "the aggregate model": """
-def free_batch(cfg, hw, context, slack, dtype="bf16"):
-    def step_seconds(batch):
-        return roofline.decode_aggregate(cfg, hw, batch, context, dtype).seconds
-
-    limit = (1 + slack) * step_seconds(1)
-    batch = 1
-    while step_seconds(batch + 1) <= limit:
-        batch += 1
-    return batch
-""",
+    "dtype ignored: always bf16": _free_mutant(dtype='"bf16"'),
+    "memory time only, as if never compute-bound": _free_mutant(
+        seconds="bytes_moved / bandwidth"),
+    "the roofline's two terms added": _free_mutant(
+        seconds="flop_count / peak + bytes_moved / bandwidth"),
     "hard-codes the visible answers": """
 def free_batch(cfg, hw, context, slack, dtype="bf16"):
     return 12 if context == 2048 else 4

@@ -252,7 +252,7 @@ def spec_largest_batch(costs, alpha, gamma, r, max_batch):
 def spec_largest_batch(costs, alpha, gamma, r, max_batch):
     if costs["kv_bytes"] == 0:
         return min(74, max_batch)
-    return 161 if costs["kv_bytes"] < 1e8 else max_batch
+    return 162 if costs["kv_bytes"] < 1e8 else max_batch
 ''',
     },
 }
