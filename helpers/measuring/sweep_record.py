@@ -239,13 +239,13 @@ def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
 def measured_ridge(rows: Sequence[SweepPoint]) -> float | None:
     """The ridge this layer showed: the achieved FLOP/s of ``compute_end`` (the compute roof
     it really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
-    reached). Where the smallest m is itself the compute end, no point measured the bandwidth
+    reached). Where the smallest m is itself compute-bound, no point measured the bandwidth
     roof: its intensity, an upper bound. None with fewer than two points."""
     last = compute_end(rows)
     if last is None:
         return None
     first = min(rows, key=lambda r: r.m)
-    if last is first:
+    if last is first or first.bound == "compute":
         return first.intensity
     return last.achieved_flops / first.achieved_bandwidth
 

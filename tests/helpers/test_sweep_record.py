@@ -132,6 +132,20 @@ def test_a_compute_bound_smallest_m_is_its_own_compute_end():
     assert sweep_record.token_knee(rows) == 1
 
 
+def test_a_compute_bound_smallest_m_measures_no_bandwidth_roof_even_with_a_later_end():
+    # bf16 q,o on that CPU: m = 1 and m = 8 at full size, both compute-bound; the compute end
+    # is m = 8, but no point read the bandwidth roof: the ridge is m = 1's intensity, the knee 1.
+    k, n = SHAPES["gate,up"]
+    slow = {"fp32": 1e11, "bf16": 5e9}
+    one, eight = (asdict(replace(sweep.SweepPoint(**_point("bf16", "gate,up", m, k, n)),
+                                 bound="compute")) for m in (1, 8))
+    results = {"ceilings": {"matmul_flops": slow, "bandwidth": BANDWIDTH}, "points": [one, eight]}
+    rows = sweep_record.layer_points(results, "gate", "bf16")
+    assert sweep_record.compute_end(rows) is rows[1]
+    assert sweep_record.measured_ridge(rows) == pytest.approx(rows[0].intensity)
+    assert sweep_record.token_knee(rows) == 1
+
+
 def test_sweep_results_round_trips_dataclasses():
     from helpers.measuring.sweep import SweepPoint
 
