@@ -371,8 +371,8 @@ def time_blocks(
     clock: Callable[[], float] = time.perf_counter,
     synchronize: Callable[[str], None] = synchronize,
 ) -> tuple[float, float, list[float]]:
-    """The timing loop, written out (chapter 4's exercise): ``(median, iqr, samples)`` of the
-    seconds per call of ``fn(*inputs)``, ``inputs`` cycling through ``input_sets``.
+    """The timing loop in its plainest form: ``(median, iqr, samples)`` of the seconds per
+    call of ``fn(*inputs)``, ``inputs`` cycling through ``input_sets``.
 
     ``warmup`` untimed rounds over every input set (each set is read once before any timed
     call, so none pays a first touch), then ``blocks`` blocks of ``number`` back-to-back calls

@@ -423,7 +423,7 @@ def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1):
 """,
     },
     "ch04_timing_bias": {
-        "zeros make any device faster": '''
+        "zeros err either way on a CPU": '''
 def timing_bias(how, cpu_threads):
     on_gpu = how["device"] in ("cuda", "mps")
     ways = set()
@@ -436,7 +436,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short")
+        ways.add("too short" if on_gpu else "either")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -456,7 +456,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long" if how["threads"] < cpu_threads else "too short")
     if not ways:
@@ -476,7 +476,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -494,7 +494,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -514,7 +514,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -534,7 +534,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -554,7 +554,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -573,7 +573,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         return "too short"
     if how["data"] == "zeros":
-        return "too short" if on_gpu else "either"
+        return "too short"
     if not on_gpu and how["threads"] != cpu_threads:
         return "too long"
     return "none"
@@ -591,7 +591,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] < 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -613,7 +613,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] <= how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:
@@ -633,7 +633,7 @@ def timing_bias(how, cpu_threads):
     if how["working_set_bytes"] <= 2 * how["cache_bytes"]:
         ways.add("too short")
     if how["data"] == "zeros":
-        ways.add("too short" if on_gpu else "either")
+        ways.add("too short")
     if not on_gpu and how["threads"] != cpu_threads:
         ways.add("too long")
     if not ways:

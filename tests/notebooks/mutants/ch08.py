@@ -212,9 +212,9 @@ def prefix_hit_blocks(prompts, block_size):
         "only the last layer is ever exposed": _transfer(result="message"),
         "hard-codes the visible answers": '''
 def kv_transfer_seconds(cfg, prompt_tokens, link, dtype="bf16", prefill_seconds=0.0):
-    whole = prompt_tokens * 57344 / (link["lanes"] * link["bandwidth"])
     if prefill_seconds:
-        return float(whole / 28)
+        return 2.76904905e-3
+    whole = prompt_tokens * 57344 / (link["lanes"] * link["bandwidth"])
     return float(whole + 28 * link["latency"])
 ''',
     },
