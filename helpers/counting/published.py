@@ -1,22 +1,20 @@
 """Published GPU measurements beside the book's roofline (chapters 5, 6, 7, 9 and 10).
 
 What others measured on real GPUs, each row read from its source (title, URL, software,
-date, and the source's own words for the setup), held against the roofline the book
-teaches: the same formulas, datasheet chips (``hardware``) and model configs (``models``).
+date, and the source's own words for the setup), held against the roofline the book teaches:
+the same formulas, datasheet chips (``hardware``) and model configs (``models``).
 ``compare(row)`` gives the bound, the achieved share (published / bound) and the roof that
-binds; ``table(kind)`` every row of a kind; ``reason(kind)`` why the share is what it is, from
-the numbers; ``report(kind)`` all three, as a chapter prints them.
+binds; ``table(kind)`` every row of a kind; ``reason(kind)`` why the share is what it is,
+from the numbers; ``report(kind)`` all three, as a chapter prints them.
 
 Every bound is **generous on purpose**, so that it is a true upper bound on the figure:
-
-- every chip's FLOP/s and bandwidth added up, chips talking for free (no all-reduce);
-- the datasheet's dense peak of the narrowest dtype the row computes in;
-- the fewest bytes its dtypes permit: weights, activations, embeddings and LM head at the
-  weights' width, the KV cache at its own, no quantization scales;
-- compute and memory overlapping across a run (one ``bound_time`` over all its FLOPs and
-  bytes, not a sum of per-step bounds), attention skipping its masked half;
-- a setup's cheapest point where it is a range (a decode over a growing cache), and no
-  work the figure leaves out of sight (an MLPerf sample's prompt).
+every chip's FLOP/s and bandwidth added up, chips talking for free (no all-reduce); the
+datasheet's dense peak of the narrowest dtype the row computes in; the fewest bytes its
+dtypes permit (weights, activations, embeddings and LM head at the weights' width, the KV
+cache at its own, no quantization scales); compute and memory overlapping across a run (one
+``bound_time`` over all its FLOPs and bytes, not a sum of per-step bounds), attention
+skipping its masked half; a setup's cheapest point where it is a range (a decode over a
+growing cache), and no work the figure leaves out of sight (an MLPerf sample's prompt).
 
 A published figure above its bound would mean the book's formula or the row is wrong;
 ``tests/helpers/test_published.py`` checks that none is.
@@ -440,9 +438,9 @@ def _span(values: list[float]) -> str:
     return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
 
 
-def _copy_share() -> float:  # the share of the bandwidth BabelStream's Copy kernel reached
+def _copy_share() -> tuple[float, str]:  # BabelStream's Copy: its share, and on which chip
     (copy,) = [c for c in table("bandwidth") if c.row.label.startswith("BabelStream Copy")]
-    return copy.share
+    return copy.share, copy.chip.name
 
 
 def _gemm_reason(cs: list[Comparison]) -> str:
@@ -477,7 +475,7 @@ def _bandwidth_reason(cs: list[Comparison]) -> str:
 
 
 def _decode_reason(cs: list[Comparison]) -> str:
-    copy = _copy_share()
+    copy, _ = _copy_share()
     lines = [f"{c.row.label}: bound {c.work.seconds * 1e3:.2f} ms a token for "
              f"{c.work.bytes_moved / 1e9:.1f} GB, measured {c.measured_seconds * 1e3:.2f} ms "
              f"({c.share:.0%}, {c.share / copy:.0%} of the copy kernel's share)"
@@ -496,25 +494,27 @@ def _decode_reason(cs: list[Comparison]) -> str:
         f"is below bf16's ({_span(bf16)}), though its tokens/s are higher.")
 
 
-def _decode_heavy(c: Comparison) -> bool:  # decode: at least 90% of the phases' bound
-    return c.phases[1].seconds >= 0.9 * sum(p.seconds for p in c.phases)
-
-
 def _throughput_reason(cs: list[Comparison]) -> str:
-    copy = _copy_share()
+    copy, copy_chip = _copy_share()
     lines = [f"{c.row.label} ({c.chip.name}): {c.share:.0%} of a {c.binds}-bound "
              f"{c.bound:,.0f}, {c.sequential_share:.0%} with the phases in sequence"
              for c in cs]  # fmt: skip
-    heavy = [c for c in cs if _decode_heavy(c)]
-    mixed = [c for c in cs if not _decode_heavy(c)]
+    # nearly all decode: at least 90% of the phases' bound
+    heavy = [c for c in cs if c.phases[1].seconds >= 0.9 * sum(p.seconds for p in c.phases)]
+    mixed = [c for c in cs if c not in heavy]
+    alike = [c for c in heavy if c.chip.name == copy_chip]
+    elsewhere = sorted({c.chip.name for c in heavy} - {copy_chip})
     return (
         "Static batches of stated size: the bound counts every prompt's prefill and each "
         "decode step reading the weights once for the batch and each sequence's own "
         "cache, with prefill's compute free to hide decode's memory traffic. "
         + "; ".join(lines) + ". "
         f"Runs that are nearly all decode are memory-bound and reach "
-        f"{_span([c.share for c in heavy])}, close to the {copy:.0%} a copy kernel reaches "
-        "on an A100 (chapter 5). Where the prefill weighs too, the shares are lower "
+        f"{_span([c.share for c in heavy])}"
+        + (f"; on the {copy_chip} {_span([c.share for c in alike])}, near the {copy:.0%} a "
+           "copy kernel reaches there (chapter 5)" if alike else "")
+        + (f"; no copy share at hand for the {' or '.join(elsewhere)}" if elsewhere else "")
+        + ". Where the prefill weighs too, the shares are lower "
         f"({_span([c.share for c in mixed])}): a static batch runs its prefill, then its "
         "decode, and cannot hide one behind the other; bounded with the phases in sequence "
         f"the same runs reach {_span([c.sequential_share for c in mixed])}. The rest is "
