@@ -51,6 +51,7 @@ __all__ = [
     "RooflineTime",
     "roofline_time",
     "prefill_matmul_times",
+    "prefill_split",
     "matmul_time",
     "fusion_speedup",
     "fusion_stops_paying",
@@ -245,6 +246,24 @@ def prefill_matmul_times(
                                            sum(op_bytes[name] for name in names), hw, dtype)
             for names in groups.values()}  # fmt: skip
 
+
+
+def prefill_split(
+    cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, batch: int = 1, dtype: str = "bf16"
+) -> dict[str, RooflineTime]:
+    """Prefill cut into parts that share only small activations, each on its own roofline
+    (chapter 3): the weight matmuls one shape at a time (``prefill_matmul_times``), causal
+    attention, and the embedding rows read. Their FLOPs and bytes add up to the whole pass's
+    (``latency.prefill_time``), so their times add up to at least its bound (a sum of maxima
+    is never below the maximum of the sums): kernels that run one after another cannot hide
+    one's memory time under another's arithmetic."""
+    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, attention="causal",
+                             logits="last").by_op  # fmt: skip
+    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
+    return prefill_matmul_times(cfg, hw, prompt_tokens, batch, dtype) | {
+        "attention": roofline_time(attention_flops(op_flops), op_bytes["attention"], hw, dtype),
+        "embedding": roofline_time(0, op_bytes["embedding"], hw, dtype),
+    }
 
 def first_batch(holds, max_batch: int) -> int | None:
     """The smallest B in 1 … max_batch for which ``holds(B)`` is true, or None, for a

@@ -263,6 +263,6 @@ def token_knee(rows: Sequence[SweepPoint]) -> int | None:
     if ridge is None:
         return None
     first = min(rows, key=lambda r: r.m)
-    if compute_end(rows) is first:
+    if first.bound == "compute":
         return first.m
     return gemm_knee(first.k, first.n, ridge, first.dtype)

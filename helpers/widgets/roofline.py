@@ -16,21 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helpers.counting import hardware, models
-from helpers.counting.flops import attention_flops, forward_flops
 from helpers.counting.latency import prefill_time
-from helpers.counting.memory import forward_bytes
 from helpers.counting.roofline import (
     RooflineTime,
     decode_aggregate,
     decode_split,
     prefill_matmul_times,
-    roofline_time,
+    prefill_split,
 )
 from helpers.widgets.figures import new_figure, show_figure
 from helpers.widgets.plots import plot_roofline
 
 __all__ = ["RooflineControls", "PhasePoint", "PHASES", "roofline_points", "prefill_gemm_points",
-           "prefill_parts", "parts_line", "RooflineView", "roofline_view", "table",
+           "parts_line", "RooflineView", "roofline_view", "table",
            "draw_roofline", "show_roofline"]  # fmt: skip
 
 PHASES = ("prefill", "decode step", "decode: weights", "decode: attention")
@@ -113,30 +111,12 @@ def prefill_gemm_points(
     return {f"prefill {names}": _point(f"prefill {names}", time) for names, time in times.items()}
 
 
-def prefill_parts(controls: RooflineControls = RooflineControls()) -> dict[str, RooflineTime]:
-    """Prefill cut into parts that share only small activations, each on its own roofline:
-    the weight matmuls one shape at a time (``prefill_matmul_times``), causal attention, and the
-    embedding rows read. Their FLOPs and bytes add up to the whole pass's (``prefill_time``),
-    so their times add up to at least its bound (a sum of maxima is never below the maximum
-    of the sums): kernels that run one after another cannot hide one's memory time under
-    another's arithmetic."""
-    prompt_tokens, batch, dtype = controls.prompt_tokens, controls.batch, controls.dtype
-    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
-    op_flops = forward_flops(cfg, prompt_tokens, batch=batch, attention="causal",
-                             logits="last").by_op  # fmt: skip
-    op_bytes = forward_bytes(cfg, prompt_tokens, batch=batch, dtype=dtype, logits="last")
-    return prefill_matmul_times(cfg, hw, prompt_tokens, batch, dtype) | {
-        "attention": roofline_time(attention_flops(op_flops), op_bytes["attention"], hw, dtype),
-        "embedding": roofline_time(0, op_bytes["embedding"], hw, dtype),
-    }
-
-
 def parts_line(controls: RooflineControls = RooflineControls()) -> str:
-    """Prefill's parts summed (``prefill_parts``) beside the whole pass as one op."""
-    parts = prefill_parts(controls)
+    """Prefill's parts summed (``roofline.prefill_split``) beside the whole pass as one op."""
+    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
+    parts = prefill_split(cfg, hw, controls.prompt_tokens, controls.batch, controls.dtype)
     matmuls = sum(t.seconds for name, t in parts.items() if name not in ("attention", "embedding"))
     total = sum(t.seconds for t in parts.values())
-    cfg, hw = models.get(controls.model), hardware.get(controls.chip)
     whole = prefill_time(cfg, hw, controls.prompt_tokens, controls.batch, controls.dtype).seconds
     return (f"prefill, each part on its own roofline: weight matmuls {matmuls * 1e3:.3f} ms\n"
             f"  + attention {parts['attention'].seconds * 1e3:.3f} + embedding rows "

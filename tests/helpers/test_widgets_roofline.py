@@ -135,10 +135,11 @@ def test_prefill_gemms_add_up_to_the_pass_and_the_lm_head_is_memory_bound():
     RooflineControls("Qwen2.5-0.5B", "H200 SXM", 1, 1, "bf16"),
     RooflineControls("Mistral-7B-v0.1", "A100 40GB SXM", 32768, 2, "fp32"),
 ])
-def test_prefill_parts_are_the_whole_pass_cut_up_and_never_faster(controls):
+def test_prefill_split_is_the_whole_pass_cut_up_and_never_faster(controls):
     """The parts split the pass's FLOPs and bytes exactly, so the sum of their bounds is at
     least the pass's single bound: the tighter floor for kernels run one after another."""
-    parts = widget.prefill_parts(controls)
+    parts = roofline.prefill_split(models.get(controls.model), hardware.get(controls.chip),
+                                   controls.prompt_tokens, controls.batch, controls.dtype)
     whole = prefill_time(models.get(controls.model), hardware.get(controls.chip),
                          controls.prompt_tokens, controls.batch, controls.dtype)
     assert sum(t.flops for t in parts.values()) == whole.flops
