@@ -64,6 +64,7 @@ from copydetect import CodeFingerprint, compare_files
 from copydetect.utils import filter_code, get_token_coverage, winnow
 
 from grading import stubs
+from grading.names import AST_LOCK, parse
 
 # Calibration (python -m grading.tools.copies_calibration; copydetect 0.5.0): the 40 model
 # solutions of the 10 chapters against the 676 functions and methods of helpers, each with
@@ -174,7 +175,7 @@ class _Normaliser(ast.NodeTransformer):
 def _parse(source: str) -> ast.Module | None:
     for text in (source, _LINE_MAGIC.sub(r"\1pass", _CELL_MAGIC.sub("", source))):
         try:
-            return ast.parse(text)
+            return parse(text)
         except Exception:  # SyntaxError, ValueError (NUL), RecursionError, MemoryError
             continue
     return None
@@ -185,7 +186,7 @@ def normalise(source: object) -> str | None:
     numbers; None when it cannot be parsed (see the module's docstring)."""
     if not isinstance(source, str) or not source.strip() or len(source) > MAX_CHARS:
         return None
-    with stubs.AST_LOCK:
+    with AST_LOCK:
         try:
             tree = _parse(source)
             if tree is None:
@@ -218,8 +219,8 @@ def fingerprint(name: str, source: str, boilerplate: frozenset[int] = frozenset(
     if text is None:
         return None
     try:
-        with stubs.AST_LOCK:
-            count = statements(ast.parse(text))
+        with AST_LOCK:
+            count = statements(parse(text))
         printed = _winnowed(name, text)
     except Exception:  # pygments or numpy on something pathological
         return None
@@ -317,8 +318,8 @@ def library_definitions() -> dict[str, str]:
     """helpers.module.qualname -> source of every function and method of ``helpers``."""
     found = {}
     for module, read in stubs.library().items():
-        with stubs.AST_LOCK:
-            tree = ast.parse(read.source)
+        with AST_LOCK:
+            tree = parse(read.source)
         # the lines split once per module: ast.get_source_segment splits the whole file
         # again for every function (two thirds of the corpus's time)
         lines = read.source.encode("utf-8").splitlines()

@@ -8,12 +8,26 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
+
+# CPython 3.11's ast.parse keeps its recursion depth in one state shared by all threads:
+# two grading threads parsing at once can fail with "SystemError: AST constructor recursion
+# depth mismatch" (CPython gh-106905; it failed a CI run's grading of chapter 6). Every
+# parse in the grader goes through ``parse``, which holds this lock; it is re-entrant
+# because the stubs' planner and the copy check parse while holding it.
+AST_LOCK = threading.RLock()
+
+
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` under :data:`AST_LOCK`."""
+    with AST_LOCK:
+        return ast.parse(source, filename)
 
 
 def defined_names(source: str) -> tuple[str, ...]:
     """Top-level names a solution cell defines (functions, classes, assignments)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:  # IPython syntax: fall back to the obvious definitions
         return tuple(re.findall(r"^(?:async\s+)?(?:def|class)\s+(\w+)", source, re.M))
     found = []
@@ -31,7 +45,7 @@ def called(source: str) -> set[str]:
     Those a test calls and its solution does not are the candidates for references: the
     answer process replaces the ones that are helpers' functions by stubs."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return set()
     return {dotted for node in ast.walk(tree)
@@ -42,7 +56,7 @@ def used(source: str) -> set[str]:
     """Every name and dotted name a cell loads, called or not (``key=memory.dtype_bytes``,
     ``cfg.linear_shapes``): the library functions among them are a solution's tools."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return set()
     return {dotted for node in ast.walk(tree) if (dotted := dotted_name(node))}

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
-from grading import course, stubs
+from grading import course, names, stubs
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 HOME = "/home/student"
@@ -523,7 +523,7 @@ def _imported(questions: list[Question]) -> list[str]:
     found: list[str] = []
     for setup in dict.fromkeys(q.setup for q in questions):
         try:
-            tree = ast.parse(setup)
+            tree = names.parse(setup)
         except SyntaxError:
             continue
         for node in tree.body:

@@ -25,20 +25,16 @@ import ast
 import base64
 import functools
 import marshal
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import helpers
-from grading.names import dotted_name, used
+from grading.names import AST_LOCK, dotted_name, parse, used
 
 PACKAGE = "helpers"
 # Checkers and the notebook's setup build the tests' inputs and report: never references.
 NEVER_STUBBED = ("helpers.book.checks", "helpers.book.notebook")
 NOT_AN_ANSWER = "is not an answer: write it yourself"
-# Grading threads build stubs at once; CPython 3.11's ast is not safe across threads
-# ("AST constructor recursion depth mismatch").
-AST_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,7 @@ def _stub_module(module: str, names: tuple[str, ...]) -> Module:
 
 def _rewrite(module: str, names: tuple[str, ...]) -> Module:
     real = library()[module]
-    tree = ast.parse(real.source, real.origin)
+    tree = parse(real.source, real.origin)
     for qualname in names:
         function = _definition(tree, qualname)
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -119,7 +115,7 @@ def _imports(setup: str) -> dict[str, tuple]:
     """The names the setup cell's ``import`` statements bind to helpers modules and their
     members: ``("module", name)``, or what :func:`_member` finds."""
     try:
-        tree = ast.parse(setup)
+        tree = parse(setup)
     except SyntaxError:
         return {}
     return _imports_in(PACKAGE, [n for n in ast.walk(tree)
@@ -183,7 +179,7 @@ def _member(where: tuple, name: str) -> tuple | None:
 @functools.cache
 def _tree(module: str) -> ast.Module:
     real = library()[module]
-    return ast.parse(real.source, real.origin)
+    return parse(real.source, real.origin)
 
 
 def _absolute(module: str, node: ast.ImportFrom) -> str:

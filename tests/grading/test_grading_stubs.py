@@ -67,3 +67,22 @@ def test_every_chapter_stubs_what_running_its_setup_finds(chapter):
         found = stubs.plan(assignment.setup, exercise.references).roots
         named = sorted(f"{m}.{q}" for m, q in found)
         assert named == sorted(helpers_references(assignment, exercise)), exercise.test_id
+
+
+def test_the_grader_parses_only_under_the_ast_lock():
+    """Grading threads parse at once, and CPython 3.11's ast.parse is not thread-safe (a CI
+    run failed chapter 6 on "AST constructor recursion depth mismatch"): every module of
+    the grader parses through ``names.parse``, which holds the lock."""
+    import ast
+    from pathlib import Path
+
+    import grading
+    from grading import names
+
+    bare = [f"{path.name}:{node.lineno}" for path in Path(grading.__file__).parent.rglob("*.py")
+            if path.name != "names.py" and "tools" not in path.parts
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and names.dotted_name(node.func) == "ast.parse"]
+    assert not bare, bare
+    with names.AST_LOCK:  # re-entrant: the planner parses while holding it
+        assert isinstance(names.parse("x = 1"), ast.Module)
