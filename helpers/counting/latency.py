@@ -205,7 +205,6 @@ def upgrade_speedups(
             "bandwidth": before / bandwidth}  # fmt: skip
 
 
-
 def flops_to_match(
     cfg: ModelConfig, hw: HardwareSpec, prompt_tokens: int, output_tokens: int, batch: int,
     bandwidth_factor: float, dtype: str = "bf16",
@@ -366,23 +365,27 @@ def fifo_first_tokens(
 
 def roofline_verdict(
     m: int, k: int, n: int, dtype: str, seconds: float, peak: float, bandwidth: float,
-    tolerance: float = 0.1,
+    tolerance: float = 0.1, *, threads: int = 1, ceiling_threads: int = 1,
+    peak_is_lower_bound: bool = False, bandwidth_is_lower_bound: bool = False,
 ) -> str:  # fmt: skip
-    """Whether a timing of [m×k]·[k×n] in ``dtype`` is possible on a device whose measured
-    ceilings are ``peak`` FLOP/s and ``bandwidth`` B/s (chapter 4): ``"compute"`` if its
-    achieved FLOP/s beat the matmul ceiling by more than ``tolerance`` (the ceiling was
-    measured on cache-resident inputs, so no cache explains it: the clock stopped before the
-    work did), else ``"memory"`` if its achieved B/s (both inputs and the output once) beat
-    the bandwidth by more than ``tolerance`` (the cache served the bytes, or the clock again),
-    else ``"ok"``."""
-    if not seconds > 0 or not peak > 0 or not bandwidth > 0 or not tolerance >= 0:
-        raise ValueError("seconds, peak and bandwidth must be positive, tolerance >= 0")
-    # The roofline's two times over the timing: each is the share of its ceiling achieved.
-    floor = matmul_time(m, k, n, peak, bandwidth, dtype)
-    if floor.compute_seconds / seconds > 1 + tolerance:
-        return "compute"
-    if floor.memory_seconds / seconds > 1 + tolerance:
-        return "memory"
+    """Whether a timing of [m×k]·[k×n] in ``dtype`` on ``threads`` CPU threads is possible
+    on a device whose measured ceilings are ``peak`` FLOP/s (on ``ceiling_threads``) and
+    ``bandwidth`` B/s (chapter 4): a rate beats a ceiling by more than ``tolerance``; the GEMM
+    moves its inputs and output once. A thread adds at most its share of FLOP/s: more threads
+    meet the peak × threads / ceiling_threads, fewer the peak itself, still a bound (the
+    bandwidth is not scaled: judge a stream on more threads by one measured on them). The
+    peak first, measured on cached inputs (no cache explains beating it): ``"compute"``, the
+    clock stopped before the work did; then ``"memory"``, a cache served the bytes (or the
+    clock). ``"unknown"`` if the first ceiling beaten is a ``*_is_lower_bound``, timed under
+    load, which only slows (an honest timing may beat it); ``"ok"`` if none is beaten."""
+    if not (seconds > 0 and peak > 0 and bandwidth > 0 and tolerance >= 0
+            and threads >= 1 and ceiling_threads >= 1):  # fmt: skip
+        raise ValueError("seconds, peak, bandwidth and the threads must be > 0, tolerance >= 0")
+    floor = matmul_time(m, k, n, peak * max(1.0, threads / ceiling_threads), bandwidth, dtype)
+    for at_ceiling, verdict, lower in ((floor.compute_seconds, "compute", peak_is_lower_bound),
+                                       (floor.memory_seconds, "memory", bandwidth_is_lower_bound)):
+        if at_ceiling / seconds > 1 + tolerance:
+            return "unknown" if lower else verdict
     return "ok"
 
 

@@ -104,6 +104,54 @@ def test_layer_check_adds_each_matmul_at_its_own_bound():
         latency.layer_check(pair, 16, {"q": 1.0}, 1e11, 1e10)
 
 
+def test_roofline_verdict_names_the_ceiling_a_timing_beats():
+    """Chapter 4: the matmul ceiling first (no cache explains beating it), then the bandwidth;
+    each beaten only by more than the tolerance."""
+    args = (768, 768, 768, "fp32")  # 9.06e8 FLOP: 7.2 TFLOP/s in 125 µs, 104 GFLOP/s in 8.7 ms
+    assert latency.roofline_verdict(*args, 125e-6, 120e9, 15e9) == "compute"
+    assert latency.roofline_verdict(*args, 8.7e-3, 120e9, 15e9) == "ok"
+    gemv = (1, 1024, 2048, "fp32")  # 8.4 MB: 28 GB/s in 296 µs, 11 GB/s in 760 µs
+    assert latency.roofline_verdict(*gemv, 296e-6, 120e9, 15e9) == "memory"
+    assert latency.roofline_verdict(*gemv, 760e-6, 120e9, 15e9) == "ok"
+    assert latency.roofline_verdict(1, 4096, 4096, "fp32", 1e-6, 120e9, 15e9) == "compute"
+    # 1.105× the bandwidth: beaten at 10%, not at 20%.
+    assert latency.roofline_verdict(1, 4096, 4096, "fp32", 4.05e-3, 120e9, 15e9) == "memory"
+    assert latency.roofline_verdict(1, 4096, 4096, "fp32", 4.05e-3, 120e9, 15e9, 0.2) == "ok"
+
+
+def test_roofline_verdict_scales_the_peak_to_more_threads_only():
+    """A thread adds at most its share of FLOP/s: 165 GFLOP/s beats a 120 GFLOP/s peak
+    measured on 4 threads, not the 240 it allows 8; on fewer threads the peak stays whole."""
+    args = (768, 768, 768, "fp32", 5.5e-3, 120e9, 15e9)  # 165 GFLOP/s
+    assert latency.roofline_verdict(*args) == "compute"
+    assert latency.roofline_verdict(*args, threads=4, ceiling_threads=4) == "compute"
+    assert latency.roofline_verdict(*args, threads=8, ceiling_threads=4) == "ok"
+    fast = (768, 768, 768, "fp32", 3e-3, 120e9, 15e9)  # 302 GFLOP/s
+    assert latency.roofline_verdict(*fast, threads=8, ceiling_threads=4) == "compute"
+    assert latency.roofline_verdict(*fast, threads=16, ceiling_threads=4) == "ok"
+    near = (768, 768, 768, "fp32", 7.2e-3, 120e9, 15e9)  # 126 GFLOP/s, within 10% of 120
+    assert latency.roofline_verdict(*near, threads=2, ceiling_threads=8) == "ok"
+    with pytest.raises(ValueError, match="threads must be > 0"):
+        latency.roofline_verdict(*args, ceiling_threads=0)
+
+
+def test_roofline_verdict_gives_none_above_a_lower_bound():
+    """A ceiling timed under load is a lower bound: beating it settles nothing, not beating it
+    is ok, and a beaten lower-bound peak leaves a beaten sound bandwidth unexplained too."""
+    matmul = (768, 768, 768, "fp32", 6e-3, 120e9, 15e9)  # 151 GFLOP/s, 3.5 GB/s
+    assert latency.roofline_verdict(*matmul, peak_is_lower_bound=True) == "unknown"
+    assert latency.roofline_verdict(*matmul, bandwidth_is_lower_bound=True) == "compute"
+    gemv = (1, 1024, 2048, "fp32", 296e-6, 120e9, 15e9)  # 28 GB/s, 14 GFLOP/s
+    assert latency.roofline_verdict(*gemv, peak_is_lower_bound=True) == "memory"
+    assert latency.roofline_verdict(*gemv, bandwidth_is_lower_bound=True) == "unknown"
+    slow = (1, 1024, 2048, "fp32", 760e-6, 120e9, 15e9)
+    assert latency.roofline_verdict(*slow, peak_is_lower_bound=True,
+                                    bandwidth_is_lower_bound=True) == "ok"
+    both = (1, 4096, 4096, "fp32", 1e-6, 120e9, 15e9)  # beats both ceilings
+    assert latency.roofline_verdict(*both, bandwidth_is_lower_bound=True) == "compute"
+    assert latency.roofline_verdict(*both, peak_is_lower_bound=True) == "unknown"
+
+
 def test_phase_speedups_on_the_roofline():
     # A long prefill is compute-bound, a batch-1 decode step memory-bound: each gains the
     # whole factor from its own ceiling and nothing from the other.
