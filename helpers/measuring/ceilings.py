@@ -23,6 +23,7 @@ device is in ``helpers.counting.hardware``'s table, its datasheet figures sit be
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -62,6 +63,10 @@ def steady(median_s: float, iqr_s: float) -> bool:
     its median. A busy machine's two-mode samples (IQR several times the median) are not."""
     return median_s > 0 and iqr_s < STEADY_SPREAD * median_s
 
+
+QUICK_CALL_S = 0.5
+"""Quick mode's longest call: a default ceiling GEMM predicted to take longer at the fastest
+rate measured so far is skipped (``measure_matmul_ceiling``)."""
 
 GEMMS_ENV = "TEXTBOOK_CEILING_GEMMS"
 """Environment variable that replaces the GEMMs ``gemm_shapes`` offers for the matmul
@@ -168,13 +173,23 @@ def measure_matmul_ceiling(
     """Best FLOP/s over ``shapes`` (default ``gemm_shapes``), the shape that reached it and
     the kernel that ran it: each shape runs with its fastest kernel (``kernels.fastest``).
     Only steady timings (``steady``) compete; if none is steady, the steadiest one is taken.
+    In quick mode the default shapes run smallest first, and one whose single call would
+    take over ``QUICK_CALL_S`` at the fastest rate seen so far is skipped: a dtype the device
+    has no instructions for (bf16 on a CPU without them runs ~10 GFLOP/s) would otherwise
+    spend most of a notebook's time budget on a few calls.
 
     The GEMM's inputs are not rotated: it is compute-bound, and cache-resident inputs are
     its best case, which is what a ceiling is.
     """
     best: tuple[float, tuple[int, int, int], str] | None = None
     steadiest: tuple[float, tuple[float, tuple[int, int, int], str]] | None = None
+    fastest_rate = 0.0
+    skip_slow = quick and shapes is None
+    if skip_slow:
+        shapes = sorted(gemm_shapes(device, quick), key=lambda shape: math.prod(shape))
     for m, k, n in shapes or gemm_shapes(device, quick):
+        if skip_slow and fastest_rate and 2 * m * k * n / fastest_rate > QUICK_CALL_S:
+            continue
         x = timing.random_tensor((m, k), machine.torch_dtype(dtype), device)
         w = timing.random_tensor((n, k), machine.torch_dtype(dtype), device)
         candidates = [(kernel, [(x, kernel.prepare(w))])
@@ -183,6 +198,7 @@ def measure_matmul_ceiling(
                                                    min_run_time=0.1 if quick else 0.5,
                                                    max_run_time=0.5 if quick else 3.0)  # fmt: skip
         flops = timing.achieved_flops(2 * m * k * n, measured.median_s)
+        fastest_rate = max(fastest_rate, flops)
         if steady(measured.median_s, measured.iqr_s) and (best is None or flops > best[0]):
             best = (flops, (m, k, n), kernel.name)
         if steadiest is None or measured.relative_iqr < steadiest[0]:

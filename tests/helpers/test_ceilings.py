@@ -35,6 +35,23 @@ def test_matmul_ceiling_is_the_best_of_the_shapes_tried():
     assert math.isfinite(flops) and flops > 0
 
 
+def test_quick_mode_skips_a_default_gemm_too_slow_for_its_budget(monkeypatch):
+    """A GEMM whose one call would take over QUICK_CALL_S at the rate the smaller one reached
+    is not timed: no CPU runs a 64³ GEMM at the 2.2 TFLOP/s that 8192³ in 0.5 s needs."""
+    monkeypatch.setattr(ceilings, "gemm_shapes",
+                        lambda device, quick: [(8192, 8192, 8192), (64, 64, 64)])
+    timed = []
+    real = kernels.time_fastest
+    monkeypatch.setattr(kernels, "time_fastest",
+                        lambda candidates, *a, **k: timed.append(candidates[0][1][0][0].shape)
+                        or real(candidates, *a, **k))  # fmt: skip
+    _, shape, _ = ceilings.measure_matmul_ceiling("cpu", "fp32", quick=True)
+    assert shape == (64, 64, 64) and timed == [(64, 64)]
+    # given shapes, or the full mode, every GEMM is timed
+    ceilings.measure_matmul_ceiling("cpu", "fp32", quick=True, shapes=[(64, 64, 64), (96, 64, 64)])
+    assert timed[1:] == [(64, 64), (96, 64)]
+
+
 def test_steady_is_an_iqr_under_half_the_median():
     assert ceilings.STEADY_SPREAD == 0.5
     assert ceilings.steady(1.0, 0.49) and not ceilings.steady(1.0, 0.5)
