@@ -223,9 +223,8 @@ def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
     smaller GEMM, which runs at its own share of the ceiling, not the real shape's: where a
     sweep scales only its largest m, the real shape's own compute-bound point reads its knee.
     Where only the smallest m is timed at full size and it is compute-bound (2/b above the
-    ridge: bf16 on a CPU without bf16 arithmetic), it is that point: then no point measured
-    the bandwidth roof, and ``measured_ridge`` is its intensity, an upper bound. None with
-    fewer than two points."""
+    ridge: bf16 on a CPU without bf16 arithmetic), it is that point. None with fewer than two
+    points."""
     if len(rows) < 2:
         return None
     first = min(rows, key=lambda r: r.m)
@@ -239,14 +238,13 @@ def compute_end(rows: Sequence[SweepPoint]) -> SweepPoint | None:
 def measured_ridge(rows: Sequence[SweepPoint]) -> float | None:
     """The ridge this layer showed: the achieved FLOP/s of ``compute_end`` (the compute roof
     it really reached) over the achieved B/s at the smallest m (the bandwidth roof it really
-    reached). Where the smallest m is itself compute-bound, no point measured the bandwidth
-    roof: its intensity, an upper bound. None with fewer than two points."""
+    reached). A layer streams at most at its bandwidth roof, so this is never below the ridge
+    it really has: where the smallest m is compute-bound (it streamed below the roof) it is
+    an upper bound. None with fewer than two points."""
     last = compute_end(rows)
     if last is None:
         return None
     first = min(rows, key=lambda r: r.m)
-    if last is first or first.bound == "compute":
-        return first.intensity
     return last.achieved_flops / first.achieved_bandwidth
 
 
@@ -257,12 +255,10 @@ def token_knee(rows: Sequence[SweepPoint]) -> int | None:
 
     Where the flat, weight-read time of decode meets the time ∝ m of prefill: on a device
     that reached its measured ceilings at both ends it is the predicted knee. None with
-    fewer than two points, or if that shape never reaches the layer's ridge; the smallest m
-    where that point is already compute-bound (``compute_end``)."""
+    fewer than two points, or if that shape never reaches the layer's ridge; an upper bound
+    where the ridge is one (``measured_ridge``)."""
     ridge = measured_ridge(rows)
     if ridge is None:
         return None
     first = min(rows, key=lambda r: r.m)
-    if first.bound == "compute":
-        return first.m
     return gemm_knee(first.k, first.n, ridge, first.dtype)

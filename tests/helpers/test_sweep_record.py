@@ -106,7 +106,7 @@ def test_a_full_size_compute_bound_point_sets_the_compute_end_before_a_scaled_on
     assert rows[2].bound == "compute" and sweep_record.compute_end(rows) is rows[2]
     ridge = PEAK["bf16"] / BANDWIDTH
     assert sweep_record.measured_ridge(rows) == pytest.approx(ridge)
-    assert sweep_record.token_knee(rows) == roofline.gemm_knee(k, n, ridge, "bf16")
+    assert sweep_record.token_knee(rows) == roofline.gemm_knee(rows[0].k, rows[0].n, ridge, "bf16")
     # Without the full-size m = 1024 point the scaled one is all there is, and it halves the
     # measured ridge.
     rows = [r for r in rows if r.m != 1024]
@@ -118,7 +118,8 @@ def test_a_full_size_compute_bound_point_sets_the_compute_end_before_a_scaled_on
 def test_a_compute_bound_smallest_m_is_its_own_compute_end():
     # bf16 on a CPU without bf16 arithmetic: the ridge (0.5 FLOP/B) is under 2/b, so the
     # one-token gate is already compute-bound; every larger m is scaled. Its own point, not the
-    # scaled one, is the compute end: the ridge is its intensity and the knee 1.
+    # scaled one, is the compute end: the ridge is its own FLOP/s over its own B/s, its
+    # intensity, and the knee where the shape reaches it.
     k, n = SHAPES["gate,up"]
     slow = {"fp32": 1e11, "bf16": 5e9}
     first = asdict(replace(sweep.SweepPoint(**_point("bf16", "gate,up", 1, k, n)),
@@ -129,12 +130,15 @@ def test_a_compute_bound_smallest_m_is_its_own_compute_end():
     rows = sweep_record.layer_points(results, "gate", "bf16")
     assert sweep_record.compute_end(rows) is rows[0]
     assert sweep_record.measured_ridge(rows) == pytest.approx(rows[0].intensity)
-    assert sweep_record.token_knee(rows) == 1
+    ridge = sweep_record.measured_ridge(rows)  # its intensity, up to rounding
+    assert sweep_record.token_knee(rows) == roofline.gemm_knee(rows[0].k, rows[0].n, ridge, "bf16")
 
 
-def test_a_compute_bound_smallest_m_measures_no_bandwidth_roof_even_with_a_later_end():
+def test_a_compute_bound_smallest_m_bounds_the_ridge_from_above_with_a_later_end():
     # bf16 q,o on that CPU: m = 1 and m = 8 at full size, both compute-bound; the compute end
-    # is m = 8, but no point read the bandwidth roof: the ridge is m = 1's intensity, the knee 1.
+    # is m = 8. m = 1 streamed below the bandwidth roof, so the compute end's FLOP/s over its
+    # B/s is an upper bound on the ridge, and the knee read from it one on the knee (chapter
+    # 5's Exercise 3 reads the same).
     k, n = SHAPES["gate,up"]
     slow = {"fp32": 1e11, "bf16": 5e9}
     one, eight = (asdict(replace(sweep.SweepPoint(**_point("bf16", "gate,up", m, k, n)),
@@ -142,8 +146,9 @@ def test_a_compute_bound_smallest_m_measures_no_bandwidth_roof_even_with_a_later
     results = {"ceilings": {"matmul_flops": slow, "bandwidth": BANDWIDTH}, "points": [one, eight]}
     rows = sweep_record.layer_points(results, "gate", "bf16")
     assert sweep_record.compute_end(rows) is rows[1]
-    assert sweep_record.measured_ridge(rows) == pytest.approx(rows[0].intensity)
-    assert sweep_record.token_knee(rows) == 1
+    ridge = rows[1].achieved_flops / rows[0].achieved_bandwidth
+    assert sweep_record.measured_ridge(rows) == pytest.approx(ridge)
+    assert sweep_record.token_knee(rows) == roofline.gemm_knee(rows[0].k, rows[0].n, ridge, "bf16")
 
 
 def test_sweep_results_round_trips_dataclasses():
