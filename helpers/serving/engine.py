@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import functools
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import accumulate, repeat
+from operator import add
 
 import numpy as np
 
@@ -26,6 +29,7 @@ from helpers.serving.trace import Request, check_trace
 __all__ = ["POLICIES", "LOOKAHEAD", "simulate", "simulate_disaggregated", "scheduler_result",
            "roofline_engine"]
 
+_POSITIVE = (0.0).__lt__  # x > 0, as a function map can call
 LOOKAHEAD = 128  # decode steps timed at once at most: arrivals usually cut a stretch sooner
 # A step model may also offer ``decode_run(batch, context, steps)``: the seconds of that
 # many decode-only steps, the context growing by ``batch`` a step, as an array. The engine
@@ -102,38 +106,44 @@ class _Engine:
         sch, ready, model = self.sch, self.ready, self.steps
         n = len(sch.trace)
         order = sorted(range(n), key=lambda i: ready[i])
+        arrivals = [ready[i] for i in order]  # ready times in the order requests come
         run_many = getattr(model, "decode_run", None)
         paged = sch.blocks.paged
         ends: list[float] = []  # when each step ended
         emitted: list[int] = []  # and how many tokens it emitted
         t, ptr = 0.0, 0
         while sch.done < n:
-            while ptr < n and ready[order[ptr]] <= t:
+            while ptr < n and arrivals[ptr] <= t:
                 sch.arrive(order[ptr])
                 ptr += 1
             scheduled = sch.admit(t)
             if scheduled is None:  # idle: jump to the next arrival or freed cache
-                upcoming = min(ready[order[ptr]] if ptr < n else math.inf, sch.next_release())
+                upcoming = min(arrivals[ptr] if ptr < n else math.inf, sch.next_release())
                 if upcoming == math.inf:
                     raise RuntimeError("the engine is idle with requests left: a scheduler bug")
                 t = max(t, upcoming)
                 continue
             bulk = sch.stretch(LOOKAHEAD) if not scheduled.chunks and run_many else 0
             if bulk > 1:  # a single step is cheaper taken the plain way below
-                seconds = run_many(sch.batch, sch.context, bulk)
-                if not (seconds > 0).all():
-                    raise ValueError(f"the step model returned {seconds.min()!r} s")
-                stop = t + np.cumsum(seconds)
+                # Plain floats from here on: a stretch keeps about ten steps on chapter 9's
+                # loads, where numpy's cost per call outweighs its speed. ``stop`` holds the
+                # floats ``t + np.cumsum(seconds)`` would (both add in turn), and the ends
+                # ascend, so bisect finds what ``np.searchsorted`` did.
+                array = run_many(sch.batch, sch.context, bulk)
+                seconds = array.tolist()
+                if not all(map(_POSITIVE, seconds)):  # NaN is not positive either
+                    raise ValueError(f"the step model returned {array.min()!r} s")
+                stop = list(map(add, repeat(t), accumulate(seconds)))  # t + each running total
                 running = sch.batch + len(sch.prefilling)
                 if ptr < n and not sch.static and not sch.waiting and running < sch.max_batch:
                     # an arrival joins the first step that starts after it: stop before that
-                    bulk = min(bulk, 1 + int(np.searchsorted(stop, ready[order[ptr]], "left")))
+                    bulk = min(bulk, 1 + bisect_left(stop, arrivals[ptr]))
                 taken = sch.blocks_for(bulk) if paged else None
                 if paged:
-                    bulk = min(bulk, int(np.searchsorted(taken, sch.blocks.free, "right")))
+                    bulk = min(bulk, bisect_right(taken, sch.blocks.free))
                 if bulk > 0:
-                    t = float(stop[bulk - 1])
-                    ends.extend(stop[:bulk].tolist())
+                    t = stop[bulk - 1]
+                    ends.extend(stop[:bulk])
                     emitted.extend([sch.batch] * bulk)
                     sch.run_decodes(seconds[:bulk], taken, t)
                     continue

@@ -24,8 +24,9 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from functools import reduce
+from itertools import accumulate, cycle, islice, repeat
+from operator import add, mul
 
 from helpers.counting._validate import non_negative_int, one_of, positive_int
 from helpers.counting.memory import kv_blocks
@@ -142,6 +143,8 @@ class BlockManager:
     def evict(self, need: int, keep: int | None = None) -> int:
         """Free idle cached prefixes, least recently used first, but not ``keep``, until
         ``need`` units are free; returns the tokens evicted."""
+        if not self.prefix:  # no prefix cache: nothing to evict (asked each blocked step)
+            return 0
         idle = sorted((entry[2], pid) for pid, entry in self.prefix.items()
                       if entry[1] == 0 and pid != keep)  # fmt: skip
         evicted = 0
@@ -352,8 +355,8 @@ class Scheduler:
             self.prefilling.append(i)
             room -= take
         self.max_running = max(self.max_running, running)
-        if not chunks and self.batch == 0:
-            return None
+        if not chunks:  # the queue waits (memory, the batch cap): the decodes run, if any
+            return _DECODES_ONLY if self.batch else None
         return Scheduled(chunks)
 
     def grow(self) -> None:
@@ -384,22 +387,24 @@ class Scheduler:
 
     def step(self, scheduled: Scheduled) -> Step:
         """The ``Step`` this schedule computes (what a step-time model times)."""
-        chunks = scheduled.chunks
-        completing = sum(1 for i, take, before in chunks if before + take == self.target[i])
-        return Step(tuple((take, before) for _, take, before in chunks), self.batch,
+        chunks, target = scheduled.chunks, self.target
+        completing = sum([before + take == target[i] for i, take, before in chunks])
+        return Step(tuple([(take, before) for _, take, before in chunks]), self.batch,
                     self.context, self.batch + completing)  # fmt: skip
 
     def complete(self, scheduled: Scheduled, t: float, seconds: float) -> list[int]:
         """The step that ran for ``seconds`` ended at ``t``: its tokens are out. Returns the
         requests that emitted their first token in it (first ever, or after a recompute)."""
-        blocks = self.blocks
-        chunks = scheduled.chunks
-        completing = [i for i, take, before in chunks if before + take == self.target[i]]
-        self.stored += self.batch + sum(take for _, take, _ in chunks)
+        blocks, target, done_tokens = self.blocks, self.target, self.done_tokens
+        completing, computed = [], self.batch  # KV entries written: a decode one each
+        for i, take, before in scheduled.chunks:
+            if before + take == target[i]:
+                completing.append(i)
+            done_tokens[i] += take
+            computed += take
+        self.stored += computed
         self._account(seconds, self.stored, self._allocated())
         self.context += self.batch
-        for i, take, _ in chunks:
-            self.done_tokens[i] += take
         s = self.s
         self._end_step(s, t)
         for i in completing:
@@ -444,29 +449,64 @@ class Scheduler:
             heapq.heappop(self.finish_steps)
         return min(self.finish_steps[0] - self.s + 1, limit)
 
-    def blocks_for(self, steps: int) -> np.ndarray:
+    def blocks_for(self, steps: int) -> list[int]:
         """Cumulative new blocks the decodes take over the next ``steps`` steps (paged)."""
-        b = self.blocks.block_size
-        return np.cumsum(np.array(self.ring)[(self.s + np.arange(steps)) % b])
+        phase = self.s % len(self.ring)
+        turn = self.ring[phase:] + self.ring[:phase]  # step s + k takes turn[k % b]
+        return list(accumulate(islice(cycle(turn), steps)))
 
-    def run_decodes(self, seconds: np.ndarray, taken: np.ndarray | None, t: float) -> None:
+    def run_decodes(self, seconds: Sequence[float], taken: Sequence[int] | None,
+                    t: float) -> None:  # fmt: skip
         """Commit a decode-only stretch of ``len(seconds)`` steps (each a step's seconds),
         ``taken`` the cumulative blocks it takes (paged; None under reservation), ending at
-        ``t``: the same bookkeeping as that many ``grow``/``complete`` calls."""
+        ``t``: the same bookkeeping as that many ``grow``/``complete`` calls. Plain floats
+        (a stretch is a few steps: numpy's cost per call outweighs its speed), summed as
+        numpy sums an array (``_array_sum``), so the totals are those of the array code."""
         blocks = self.blocks
-        bulk = len(seconds)
-        k = np.arange(1, bulk + 1)
-        grown = taken[:bulk] * blocks.block_size if blocks.paged else 0
-        self.busy += float(seconds.sum())
-        self.token_time += float((seconds * (self.stored + k * self.batch)).sum())
-        self.alloc_time += float((seconds * (self._allocated() + grown)).sum())
+        bulk, stored, batch, allocated = len(seconds), self.stored, self.batch, self._allocated()
+        self.busy += _array_sum(seconds)
+        # Step k of the stretch (from 1) ends holding stored + k · batch tokens, and
+        # allocated + its blocks taken so far; map(mul, …) is s · that, step by step.
+        held = range(stored + batch, stored + (bulk + 1) * batch, batch)
+        self.token_time += _array_sum(list(map(mul, seconds, held)))
         if blocks.paged:
-            blocks.free -= int(taken[bulk - 1])
-        self.stored += bulk * self.batch
-        self.context += bulk * self.batch
+            units = map(allocated.__add__, map(blocks.block_size.__mul__, taken))
+            self.alloc_time += _array_sum(list(map(mul, seconds, units)))  # stops at bulk
+            blocks.free -= taken[bulk - 1]
+        else:
+            self.alloc_time += _array_sum(list(map(mul, seconds, repeat(allocated))))
+        self.stored += bulk * batch
+        self.context += bulk * batch
         self.s += bulk - 1
         self._end_step(self.s, t)  # nothing to do unless the stretch reached a finish
         self.s += 1
+
+
+def _array_sum(values: Sequence[float]) -> float:
+    """``float(np.sum(values))`` bit for bit, on plain floats: numpy adds a float64 array
+    pairwise (under 8 values in turn from 0.0; up to 128 in 8 interleaved running sums, then
+    those sums pairwise and the tail in turn; above 128 the two halves, split at a multiple
+    of 8, each so). Python's ``sum`` adds in another order (and from 3.12 compensates), so
+    the last bit of a stretch's totals would move and with it the notebooks' figures."""
+    n = len(values)
+    if n < 8:
+        return reduce(add, values, 0.0)
+    if n > 128:
+        half = n // 2 - n // 2 % 8
+        return _array_sum(values[:half]) + _array_sum(values[half:])
+    end = n - n % 8
+    r0, r1, r2, r3, r4, r5, r6, r7 = values[:8]  # r_j: values[j] + values[j + 8] + …
+    for i in range(8, end, 8):
+        r0 += values[i]
+        r1 += values[i + 1]
+        r2 += values[i + 2]
+        r3 += values[i + 3]
+        r4 += values[i + 4]
+        r5 += values[i + 5]
+        r6 += values[i + 6]
+        r7 += values[i + 7]
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    return reduce(add, values[end:], total) if end < n else total
 
 
 # ------------------------------------------------------------------ one step by hand

@@ -27,7 +27,6 @@ from helpers.counting.memory import (
     linear_bytes,
 )
 from helpers.counting.models import ModelConfig
-from helpers.counting.roofline import RooflineTime, roofline_time
 from helpers.parallel.sharding import Link, shard_config, step_allreduce_seconds
 
 # ----------------------------------------------------------------------------- step times
@@ -58,6 +57,16 @@ StepModel = Callable[[Step], float]
 # A model may also offer ``decode_run(batch, context, steps)``: the seconds of that many
 # decode-only steps, the context growing by ``batch`` a step, as an array. The simulator then
 # runs each stretch without arrivals, finishes or new blocks in one go.
+
+
+_INDICES = np.arange(256.0)  # 0, 1, 2, … : a stretch's step indices, made once
+
+
+def _step_indices(steps: int) -> np.ndarray:
+    """``np.arange(steps)`` as floats (the same products with a float), without making
+    it anew for every stretch the simulator times (an allocation costs as much as the
+    arithmetic on a stretch of ~20 steps)."""
+    return _INDICES[:steps] if 0 <= steps <= len(_INDICES) else np.arange(float(steps))
 
 
 def _affine(count: Callable[[int], tuple[int, ...]]) -> tuple[tuple[int, int], ...]:
@@ -171,15 +180,19 @@ class RooflineSteps:
                 "other": self.step_overhead_s + self._all_reduces(step.tokens)}  # fmt: skip
 
     def __call__(self, step: Step) -> float:
-        seconds = self.step_overhead_s + self._weights(step.tokens, step.heads)
-        seconds += self._all_reduces(step.tokens)
-        if step.prefill:
-            keys = sum(attended_keys(tokens, context, "causal") for tokens, context in step.prefill)
-            tokens = sum(tokens for tokens, _ in step.prefill)
-            cached = sum(context for _, context in step.prefill)
-            seconds += self._attention(keys, tokens, cached)
-        if step.decode:  # each decode reads its cache and itself: context + batch keys
-            seconds += self._attention(step.decode_context + step.decode, step.decode,
+        prefill, decode = step.prefill, step.decode
+        keys = new = cached = 0  # the chunks' counts, in one pass (the simulator's hot path)
+        for tokens, context in prefill:
+            keys += attended_keys(tokens, context, "causal")
+            new += tokens
+            cached += context
+        tokens = decode + new  # ``step.tokens``
+        seconds = self.step_overhead_s + self._weights(tokens, step.heads)
+        seconds += self._all_reduces(tokens)
+        if prefill:
+            seconds += self._attention(keys, new, cached)
+        if decode:  # each decode reads its cache and itself: context + batch keys
+            seconds += self._attention(step.decode_context + decode, decode,
                                        step.decode_context)  # fmt: skip
         return seconds
 
@@ -205,18 +218,23 @@ class RooflineSteps:
         context, so when the first and last steps are bound by the same term every step
         between is too, and its time is affine in the step index."""
         weights = self.step_overhead_s + self._weights(batch, batch) + self._all_reduces(batch)
+        per_key, per_token, per_cached = self._per_key, self._per_token, self._per_cached
+        peak, bandwidth = self._peak, self._bandwidth
 
-        def attention(total: int) -> RooflineTime:
-            flops = self._per_key * (total + batch)
-            moved = self._per_token * batch + self._per_cached * total
-            return roofline_time(flops, moved, self.hw, self.dtype)
+        def attention(total: int) -> tuple[float, bool]:
+            # ``roofline_time``'s seconds and whether compute bounds them, inlined (a tie
+            # goes to compute): the simulator asks for a stretch ~10⁴ times a plan
+            compute = per_key * (total + batch) / peak
+            memory = (per_token * batch + per_cached * total) / bandwidth
+            return max(compute, memory), compute >= memory
 
-        first, last = attention(context), attention(context + (steps - 1) * batch)
-        if first.bound != last.bound:
-            return np.array([weights + attention(context + k * batch).seconds
+        (first, bound), (last, last_bound) = attention(context), attention(
+            context + (steps - 1) * batch)
+        if bound != last_bound:
+            return np.array([weights + attention(context + k * batch)[0]
                              for k in range(steps)])  # fmt: skip
-        slope = (last.seconds - first.seconds) / (steps - 1) if steps > 1 else 0.0
-        return weights + first.seconds + slope * np.arange(steps)
+        slope = (last - first) / (steps - 1) if steps > 1 else 0.0
+        return weights + first + slope * _step_indices(steps)
 
 
 class TableSteps:

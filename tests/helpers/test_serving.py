@@ -679,3 +679,13 @@ def test_a_knot_no_measured_step_touches_is_left_out_not_fitted_at_zero():
     assert fitted.knots == (1, 2, 4, 8, 16, 24, 32, 64)
     three = Step((), 3, 90, 3)
     assert fitted(three) == pytest.approx(truth(three), rel=0.05)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0, allow_subnormal=False), max_size=600))
+def test_a_stretch_is_summed_as_numpy_sums_its_array(values):
+    """The decode stretch's totals are added on plain floats in numpy's pairwise order, so
+    they equal the array code's to the last bit (the notebooks' figures must not move)."""
+    from helpers.serving.scheduler import _array_sum
+
+    assert _array_sum(values) == float(np.sum(np.array(values, dtype=float)))
