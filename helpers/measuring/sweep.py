@@ -507,7 +507,8 @@ def fastest_group(
 
 
 
-def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS) -> str:
+def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS,
+                  kernel_best: float | None = None) -> str:
     """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
     ceiling, for any outcome. Each pair's matmul rate over its stream's (the same moment)
     is a sample; their median and its notch (median ± 1.57·IQR/√r, chapter 4) say whether
@@ -519,7 +520,9 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     much: it follows the moment's traffic), level off or fall while the stream climbed (a
     limit of the kernel's own), or did the stream vary by under 5%, too little to tell? Only
     a matmul shown to follow the stream has its gap to the ceiling put down to the moment's
-    traffic."""
+    traffic. ``kernel_best``: the rate (B/s) the same kernel and shape reached elsewhere (the
+    sweep's own point, timed in blocks); over 5% above the fastest group's matmul, the pairs'
+    timing (each call alone, after a stream) held it back, not the kernel alone."""
     ratios = [matmul / stream for stream, matmul in rates]
     median, iqr = timing.median_and_iqr(ratios)
     notch = 1.57 * iqr / math.sqrt(len(ratios))
@@ -538,8 +541,12 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         trend = f"the matmul rose with it {rises}: it follows the moment's traffic"
     else:
         follows = False
-        trend = (f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}: "
-                 "a limit of the kernel's own")  # fmt: skip
+        trend = f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}"
+    if kernel_best is not None and kernel_best > 1.05 * matmul and follows is not True:
+        return (f"the matmul reached {share} of x.sum()'s rate at the same moment; {trend}; "
+                f"yet the same kernel and shape streamed {kernel_best / matmul:.2f}× the "
+                "fastest group's rate in the sweep (timed in blocks), so the pairs' timing "
+                "(each call alone, after a stream) held it back, not the kernel alone")  # fmt: skip
     if median - notch > 1.05:
         return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
                 f"x.sum() is not this machine's best stream, and its rate is no bandwidth "
@@ -548,7 +555,8 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         gap = {True: "so what it lacks to the ceiling is the moment's traffic, not the kernel's",
                None: "so what it lacks to the ceiling is x.sum()'s shortfall too (the ceiling "
                      "met a quieter moment), not the kernel's",
-               False: "so at the fastest moments the kernel, not the traffic, held it back"}
+               False: "a limit of the kernel's own: at the fastest moments the kernel, not the "
+                      "traffic, held it back"}
         return (f"the matmul streamed as fast as x.sum() at the same moment, within the "
                 f"spread ({share}); {trend}, {gap[follows]}")  # fmt: skip
     return (f"the matmul reached {share} of x.sum()'s rate at the same moment: that "

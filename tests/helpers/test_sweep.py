@@ -350,6 +350,19 @@ def test_pairs_reading_covers_every_outcome(matmul, reading):
     assert reading in sweep.pairs_reading(rates)
 
 
+def test_a_kernel_that_reached_the_ceiling_elsewhere_is_not_blamed_for_the_pairs_gap():
+    # Flat while the stream climbs: on its own that reads as the kernel's limit; the same
+    # kernel and shape at 100% of the ceiling in the sweep puts it down to the pairs' timing.
+    rates = [(s * 1e9, 0.8 * min(s, 20) * 1e9) for s in range(10, 40)]  # matmul tops at 16 GB/s
+    assert "shortfall is the kernel's" in sweep.pairs_reading(rates, kernel_best=16.5e9)
+    reading = sweep.pairs_reading(rates, kernel_best=20e9)
+    assert "levelled off" in reading and "1.25× the fastest group's rate" in reading
+    assert "not the kernel alone" in reading and "is the kernel's" not in reading
+    # a matmul that follows the stream keeps its reading
+    follows = [(s * 1e9, 0.98 * s * 1e9) for s in range(10, 40)]
+    assert sweep.pairs_reading(follows, kernel_best=50e9) == sweep.pairs_reading(follows)
+
+
 def test_pairs_reading_says_when_the_stream_moved_too_little_to_show_a_trend():
     rates = [((30 + 0.01 * i) * 1e9, (29.5 + 0.01 * i) * 1e9) for i in range(20)]
     reading = sweep.pairs_reading(rates)
