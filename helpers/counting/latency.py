@@ -242,15 +242,15 @@ def batch_at_load(
     cfg: ModelConfig, hw: HardwareSpec, context: int, rate: float, decode_steps: int,
     dtype: str = "bf16",
 ) -> dict[str, float] | None:  # fmt: skip
-    """The smallest batch that keeps up with a load, an upper bound on the mean batch a
-    continuous-batching engine holds with prefill left out and every sequence at ``context``
-    (bursts of Poisson arrivals hold more at times), and its TPOT (chapter 9). ``rate``
+    """The smallest batch that keeps up with a load, the steady flow's batch rounded up, with
+    prefill left out and every sequence at ``context`` (random arrivals make an engine hold
+    more on average: its completion rate is concave in B), and its TPOT (chapter 9). ``rate``
     requests/s each need ``decode_steps`` decode steps, every sequence at ``context`` cached
     tokens; a step of B sequences takes ``decode_step_time``. By Little's law the engine
     holds rate · decode_steps · TPOT sequences on average, and TPOT is the step of the batch
     it holds: the smallest B >= 1 with B >= rate · decode_steps · step(B) keeps
-    up (below it sequences pile up); the mean held, rate · decode_steps · step(B), is at
-    most B.
+    up (below it sequences pile up); at a steady flow the mean held, rate · decode_steps ·
+    step(B), is at most B.
     Returns ``{"batch": B, "tpot": step(B)}``, or None when no B that fits in memory
     (``max_concurrent_sequences``) keeps up.
 
