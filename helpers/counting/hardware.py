@@ -6,9 +6,10 @@ HBM capacity "GB", but the size is binary: HBM stacks come in powers of two of b
 H100's "80 GB" is 80 GiB (80 · 2**30 B = 85.9e9 B), not 80e9 B. So ``memory_bytes`` is the
 label read as GiB. The driver reserves a little of it: ``visible_memory_bytes`` is what
 nvidia-smi reports, where the book has that figure (H100 SXM 81,559 MiB, H200 SXM
-143,771 MiB, 0.4% under the label). These are *datasheet* numbers: chapter 4 measures the
-reader's own device, and the ``best_matmul_bf16`` column shows how far below the datasheet a
-real GEMM lands.
+143,771 MiB, 0.4% under the label). The L2 sizes (``llc_bytes``) are binary too: an H100's
+"50 MB" L2 is what CUDA reports as 52,428,800 B (50 MiB), an A100's "40 MB" is 40 MiB. These are
+*datasheet* numbers: chapter 4 measures the reader's own device, and the ``best_matmul_bf16``
+column shows how far below the datasheet a real GEMM lands.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 __all__ = ["HardwareSpec", "CHIPS", "get", "names"]
 
 T = 1e12
-MB = 1e6
 MiB = 2**20
 GiB = 2**30
 
@@ -89,29 +89,29 @@ CHIPS: dict[str, HardwareSpec] = {
     for spec in (
         HardwareSpec(**_chip("A100 40GB SXM", "NVIDIA A100 datasheet", 1.555, 40,
                              fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624),
-                     llc_bytes=40 * MB),
+                     llc_bytes=40 * MiB),
         HardwareSpec(**_chip("A100 80GB SXM", "NVIDIA A100 datasheet", 2.039, 80,
                              fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624),
-                     llc_bytes=40 * MB, best_matmul_bf16=271.2 * T, best_matmul_source=_MAMF),
+                     llc_bytes=40 * MiB, best_matmul_bf16=271.2 * T, best_matmul_source=_MAMF),
         HardwareSpec(**_chip("H100 SXM", "NVIDIA H100 datasheet (sparsity figures halved)",
                              3.35, 80, fp32=67, tf32=494.5, bf16=989, fp16=989, fp8=1979,
                              int8=1979),
-                     llc_bytes=50 * MB, best_matmul_bf16=794.5 * T, best_matmul_source=_MAMF,
+                     llc_bytes=50 * MiB, best_matmul_bf16=794.5 * T, best_matmul_source=_MAMF,
                      visible_memory_bytes=81_559 * MiB,
                      notes="1979 TFLOP/s bf16 is with 2:4 sparsity; LLM-Viewer uses 3.072 TB/s, "
                            "the datasheet says 3.35"),
         HardwareSpec(**_chip("H100 PCIe", "NVIDIA H100 datasheet (sparsity figures halved)",
                              2.0, 80, fp32=51, tf32=378, bf16=756, fp16=756, fp8=1513,
                              int8=1513),
-                     llc_bytes=50 * MB),
+                     llc_bytes=50 * MiB),
         HardwareSpec(**_chip("H200 SXM", "NVIDIA H200 datasheet (sparsity figures halved)",
                              4.8, 141, fp32=67, tf32=494.5, bf16=989, fp16=989, fp8=1979,
                              int8=1979),
-                     llc_bytes=50 * MB, visible_memory_bytes=143_771 * MiB,
+                     llc_bytes=50 * MiB, visible_memory_bytes=143_771 * MiB,
                      notes="same compute as H100 SXM; more and faster HBM"),
         HardwareSpec(**_chip("B200", "NVIDIA DGX/HGX B200 datasheet, per GPU, dense", 8.0, 180,
                              bf16=2250, fp16=2250, fp8=4500),
-                     llc_bytes=126 * MB, best_matmul_bf16=1745 * T, best_matmul_source=_MAMF),
+                     llc_bytes=126 * MiB, best_matmul_bf16=1745 * T, best_matmul_source=_MAMF),
         HardwareSpec(**_chip("L4", "NVIDIA L4 datasheet (sparsity figures halved)", 0.300, 24,
                              fp32=30.3, bf16=121, fp16=121, fp8=242.5)),
         HardwareSpec(**_chip("L40S", "NVIDIA L40S datasheet (sparsity figures halved)", 0.864,

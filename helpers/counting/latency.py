@@ -5,12 +5,11 @@ Each phase is estimated on the roofline: prefill of the prompt gives the time to
 tokens takes about TTFT + (n − 1)·TPOT, because the first token comes out of prefill.
 These are lower bounds: real kernels reach a fraction of peak (chapter 4 measures it).
 
-The module holds, in this order: the roofline's predictions of a request's phases; the
-same predictions read off curves measured on a device, and a queue in front of prefill; a
-measured time held against the roofline (the verdict on a timing, MFU and MBU, a
-prediction's error); and what a measured decode batch sweep says. The metrics of one
-streamed request, read from its token times, live in ``helpers.serving.metrics``, and
-speculative decoding's formulas in ``helpers.serving.spec``.
+The module holds, in this order: the roofline's predictions of a request's phases; the same
+predictions read off curves measured on a device, and a queue in front of prefill; a measured
+time held against the roofline (the verdict on a timing, MFU and MBU, a prediction's error);
+and what a measured decode batch sweep says. One streamed request's metrics, read from its
+token times, live in ``helpers.serving.metrics``; speculative decoding's, ``helpers.serving.spec``.
 """
 
 from __future__ import annotations
@@ -454,11 +453,12 @@ def full_size_time(
 ) -> float | None:  # fmt: skip
     """The real shape's seconds at m tokens estimated from a point timed at a scaled shape
     (chapter 5). ``timed`` and ``real`` are (k, n); the real shape is assumed to run at the
-    share of its roofline the timed one reached: ``median_s`` · t(real) / t(timed), with t
-    from ``roofline.matmul_time``. None when the two have different bounds (compute-bound:
-    the compute term at least the memory term): a scaled shape has less intensity, so between
-    its knee and the real shape's it is memory-bound while the real one is compute-bound, and
-    a share of the bandwidth says nothing about a share of the compute."""
+    share of its roofline the timed one reached (a smaller matrix may suit the kernel better or
+    worse: chapter 5's section 6 prints how far apart the shares ran): ``median_s`` · t(real) /
+    t(timed), t from ``roofline.matmul_time``. None when the two have different bounds: a
+    scaled shape has less intensity, so between its knee and the real shape's it is
+    memory-bound while the real one is compute-bound, and a share of the bandwidth says
+    nothing about a share of the compute."""
     if not median_s > 0:
         raise ValueError(f"median_s must be positive, got {median_s!r}")
     timed_time, real_time = (matmul_time(m, k, n, peak, bandwidth, dtype) for k, n in (timed, real))
