@@ -456,11 +456,11 @@ def _gemm_reason(cs: list[Comparison]) -> str:
         f"whole gap is the kernel's. At the best shape a brute-force search found, kernels "
         f"reach {_span(best['bf16'])} of the bf16 peak and {_span(best['fp8'])} of the fp8 "
         "one: clocks below boost under the power limit, tiles that do not divide the "
-        "matrix, a last wave of tiles that leaves SMs idle, and the epilogue cost time the "
-        f"roofline does not count. Shape matters as much: on an H100, d_ff = {low} (8/3 of "
-        f"4096) reaches {sweep[low]:.0%} and d_ff = {high} reaches {sweep[high]:.0%}, "
-        f"{sweep[high] / sweep[low] - 1:.0%} faster for {high - low} more columns. No model "
-        "built from these GEMMs reaches a higher MFU than its shapes allow.")
+        "matrix, a last wave of tiles that leaves some of the GPU's cores idle, and writing "
+        "the output cost time the roofline does not count. Shape matters as much: on an "
+        f"H100, d_ff = {low} (8/3 of 4096) reaches {sweep[low]:.0%} and d_ff = {high} "
+        f"reaches {sweep[high]:.0%}, {sweep[high] / sweep[low] - 1:.0%} faster for {high - low} "
+        "more columns. No model built from these GEMMs beats the share its shapes allow.")
 
 
 def _bandwidth_reason(cs: list[Comparison]) -> str:

@@ -1,9 +1,10 @@
 """Chapter 1 explorer (`01_flops`): how much of one generated token's FLOPs attention takes
 as the context grows.
 
-A token generated at position ``context`` runs every weight matmul once (the same FLOPs at
-any context) and attends to ``context`` keys (itself included): ``flops.decode_flops_split``
-counts the two, ``flops.attention_balance_keys`` where they are equal.
+The explorer's ``context`` counts keys: a decode step with c tokens cached attends to
+``context`` = c + 1 keys (itself included), and runs every weight matmul once (the same FLOPs
+at any context). ``flops.decode_flops_split`` counts the two,
+``flops.attention_balance_keys`` where they are equal.
 ``AttentionControls`` holds the sliders' knobs and defaults; ``attention_share`` returns the
 curve and the chosen point as data; ``draw_attention_share`` draws it on a matplotlib Axes;
 ``show_attention_share`` is the callback the notebook's sliders call.
@@ -30,12 +31,13 @@ __all__ = [
 ]
 
 CONTEXTS = tuple(2**power for power in range(7, 18))
-"""Context lengths the slider offers and the curve is drawn at: 128 … 131,072 tokens."""
+"""Keys attended (c + 1) the slider offers and the curve is drawn at: 128 … 131,072."""
 
 
 @dataclass(frozen=True)
 class AttentionControls:
-    """The explorer's knobs and their defaults: a preset and the new token's context."""
+    """The explorer's knobs and their defaults: a preset and the keys its new token attends
+    to (``context``, c + 1 for c tokens cached)."""
 
     preset: str = "Qwen2.5-7B"
     context: int = 4096
@@ -48,7 +50,7 @@ class AttentionShare:
     ``share``: attention's fraction of all FLOPs of the decode step. ``of_two_n``: attention
     FLOPs divided by 2N (N = ``param_count``), the yardstick "2N per token" leaves out.
     ``attention`` and ``matmuls`` are the FLOPs at the chosen ``context``; ``matmuls`` (the
-    weight matmuls and the LM head) does not depend on the context. ``crossover``: the context
+    weight matmuls and the LM head) does not depend on the context. ``crossover``: the keys
     at which attention's FLOPs equal the matmuls'. ``sliding_window``: the preset's window,
     past which the real model attends to fewer keys than this count assumes (or None).
     """
@@ -72,10 +74,11 @@ class AttentionShare:
 
     def summary(self) -> str:
         text = (
-            f"{self.preset}, token {self.context:,}: attention {self.attention / 1e9:.3g} GFLOP "
+            f"{self.preset}, {self.context:,} keys: attention {self.attention / 1e9:.3g} GFLOP "
             f"+ matmuls {self.matmuls / 1e9:.3g} GFLOP; attention is "
             f"{self.point_share:.1%} of the step ({self.attention / self.two_n:.1%} of 2N). "
-            f"Attention equals the matmuls with {self.crossover_tokens:,} tokens cached."
+            f"Attention reaches the matmuls at {self.crossover_tokens + 1:,} keys "
+            f"(c = {self.crossover_tokens:,} tokens cached)."
         )
         if self.sliding_window is not None and self.context > self.sliding_window:
             text += (
@@ -131,7 +134,7 @@ def draw_attention_share(ax, data: AttentionShare):
         color="grey",
         linestyle="--",
         linewidth=0.8,
-        label=f"attention = matmuls ({data.crossover:,.0f} tokens)",
+        label=f"attention = matmuls ({data.crossover:,.0f} keys)",
     )
     if data.sliding_window is not None:
         ax.axvline(
@@ -151,7 +154,7 @@ def draw_attention_share(ax, data: AttentionShare):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_ylim(0, 100)
-    ax.set_xlabel("context: keys the new token attends to")
+    ax.set_xlabel("keys the new token attends to (c + 1)")
     ax.set_ylabel("attention's share of the step's FLOPs (%)")
     ax.set_title(f"{data.preset}: one decode step")
     ax.legend(loc="upper left", fontsize="small")

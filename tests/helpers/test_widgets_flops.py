@@ -1,5 +1,7 @@
 """The chapter 1 explorer without a browser: slider values in, curve data and a figure out."""
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -62,6 +64,15 @@ def test_small_model_crosses_over_first():
     assert 35_000 < crossover["Qwen2.5-7B"] < 35_500
 
 
+def test_summary_counts_keys_and_cached_tokens_apart():
+    """Chapter 1's c counts cached tokens; the explorer's axis counts keys, c + 1."""
+    data = widget.attention_share(AttentionControls("Qwen2.5-7B", 4096))
+    assert math.ceil(data.crossover) == data.crossover_tokens + 1  # first whole key count
+    assert data.crossover_tokens == flops.attention_crossover(models.get("Qwen2.5-7B"))
+    assert data.summary().startswith("Qwen2.5-7B, 4,096 keys:")
+    assert "at 35,228 keys (c = 35,227 tokens cached)" in data.summary()
+
+
 def test_summary_mentions_sliding_window_only_past_it():
     def summary(preset, context):
         return widget.attention_share(AttentionControls(preset, context)).summary()
@@ -88,7 +99,7 @@ def test_draw_on_given_axes():
 
 def test_show_prints_summary_and_returns_nothing(capsys):
     assert widget.show_attention_share(preset="Qwen2.5-0.5B", context=1024) is None
-    assert "Qwen2.5-0.5B, token 1,024" in capsys.readouterr().out
+    assert "Qwen2.5-0.5B, 1,024 keys" in capsys.readouterr().out
     plt.close("all")
 
 

@@ -116,21 +116,22 @@ def param_count(cfg):
 """,
 }
 
+# Closed forms, as the brief asks: a loop over a billion tokens would only run out of time.
 _WINDOW_TEMPLATE = """
 def window_attention_flops(cfg, new_tokens, context):
     window = {window}
-    pairs = 0
-    for i in range(1, new_tokens + 1):
-        keys = {keys}
-        pairs += keys if window is None else min(keys, {cap})
-    return {layers} * 4 * {heads} * cfg.head_dim * pairs
+    growing = new_tokens if window is None else {growing}
+    pairs = {series}
+    if window is not None:
+        pairs += (new_tokens - growing) * {cap}
+    return {per_key} * pairs
 """
 _WINDOW_RIGHT = {
     "window": "cfg.sliding_window",
-    "keys": "context + i",
+    "growing": "max(0, min(new_tokens, window - context))",
+    "series": "growing * context + growing * (growing + 1) // 2",
     "cap": "window",
-    "layers": "cfg.layers",
-    "heads": "cfg.n_q_heads",
+    "per_key": "flops.attention_flops_per_key(cfg)",
 }
 
 
@@ -140,19 +141,38 @@ def _window_mutant(**wrong):
 
 WINDOW = {
     "window ignored: plain causal": _window_mutant(window="None"),
-    "off by one: the window and the token itself": _window_mutant(cap="window + 1"),
-    "off by one: the window counted without the token itself": _window_mutant(cap="window - 1"),
-    "dense rectangle: every new token sees context + new_tokens keys": _window_mutant(
-        keys="context + new_tokens"),
-    "the window clips the cache only": _window_mutant(
-        keys="(context if window is None else min(context, window)) + i", cap="keys"),
-    "attention follows the kv heads": _window_mutant(heads="cfg.n_kv_heads"),
-    "one layer only": _window_mutant(layers="1"),
+    "off by one: the window and the token itself": _window_mutant(
+        growing="max(0, min(new_tokens, window + 1 - context))", cap="(window + 1)"),
+    "off by one: the window counted without the token itself": _window_mutant(
+        growing="max(0, min(new_tokens, window - 1 - context))", cap="(window - 1)"),
+    "the series without the token itself: 0 + 1 + … + (n - 1)": _window_mutant(
+        series="growing * context + growing * (growing - 1) // 2"),
+    "no clamp: a cache already past the window makes `growing` negative": _window_mutant(
+        growing="min(new_tokens, window - context)"),
+    "the series halved in floats (exact only for small counts)": _window_mutant(
+        series="growing * context + int(growing * (growing + 1) / 2)"),
+    "dense rectangle: every new token sees context + new_tokens keys, capped": """
+def window_attention_flops(cfg, new_tokens, context):
+    keys = context + new_tokens
+    if cfg.sliding_window is not None:
+        keys = min(keys, cfg.sliding_window)
+    return flops.attention_flops_per_key(cfg) * new_tokens * keys
+""",
+    "the window clips the cache only": """
+def window_attention_flops(cfg, new_tokens, context):
+    window = cfg.sliding_window
+    cached = context if window is None else min(context, window)
+    pairs = new_tokens * cached + new_tokens * (new_tokens + 1) // 2
+    return flops.attention_flops_per_key(cfg) * pairs
+""",
+    "attention follows the kv heads": _window_mutant(
+        per_key="4 * cfg.layers * cfg.n_kv_heads * cfg.head_dim"),
     "hard-coded visible answers": """
 def window_attention_flops(cfg, new_tokens, context):
     visible = {("Mistral-7B-v0.1", 1, 8191): 2_147_483_648,
                ("Mistral-7B-v0.1", 8, 4092): 17_176_723_456,
-               ("Qwen2.5-7B", 10, 0): 22_077_440}
+               ("Qwen2.5-7B", 10, 0): 22_077_440,
+               ("Mistral-7B-v0.1", 10**9, 0): 2_147_479_251_027_230_720}
     return visible.get((cfg.name, new_tokens, context), 0)
 """,
 }
