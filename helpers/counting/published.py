@@ -452,15 +452,15 @@ def _gemm_reason(cs: list[Comparison]) -> str:
     low, high = min(sweep), min(d for d in sweep if d > min(sweep))
     return (
         f"Every shape sits far right of its ridge (intensity at least {least:,.0f} FLOP/B, "
-        f"ridges at most {ridge:,.0f}), so the bound is the datasheet's dense peak and the "
-        f"whole gap is the kernel's. At the best shape a brute-force search found, kernels "
-        f"reach {_span(best['bf16'])} of the bf16 peak and {_span(best['fp8'])} of the fp8 "
-        "one: clocks below boost under the power limit, tiles that do not divide the "
-        "matrix, a last wave of tiles that leaves some of the GPU's cores idle, and writing "
-        "the output cost time the roofline does not count. Shape matters as much: on an "
-        f"H100, d_ff = {low} (8/3 of 4096) reaches {sweep[low]:.0%} and d_ff = {high} "
-        f"reaches {sweep[high]:.0%}, {sweep[high] / sweep[low] - 1:.0%} faster for {high - low} "
-        "more columns. No model built from these GEMMs beats the share its shapes allow.")
+        f"ridges at most {ridge:,.0f}): the bound is the dense peak, and no memory traffic "
+        f"explains the gap. At the best shape a search found, GEMMs reach {_span(best['bf16'])} "
+        f"of the bf16 peak and {_span(best['fp8'])} of the fp8 one: clocks below boost under the "
+        "power limit, tiles that do not divide the matrix, a last wave of tiles that leaves some "
+        "of the GPU's cores idle, and writing the output cost time the roofline does not count. "
+        f"Shape matters as much: on an H100 (SXM assumed: the source says no more), d_ff = {low} "
+        f"(8/3 of 4096) reaches {sweep[low]:.0%} and d_ff = {high} reaches {sweep[high]:.0%}, "
+        f"{sweep[high] / sweep[low] - 1:.0%} faster for {high - low} more columns. No model built "
+        "from these GEMMs beats the share its shapes allow.")
 
 
 def _bandwidth_reason(cs: list[Comparison]) -> str:
@@ -496,31 +496,31 @@ def _decode_reason(cs: list[Comparison]) -> str:
 
 def _throughput_reason(cs: list[Comparison]) -> str:
     copy, copy_chip = _copy_share()
-    lines = [f"{c.row.label} ({c.chip.name}): {c.share:.0%} of a {c.binds}-bound "
-             f"{c.bound:,.0f}, {c.sequential_share:.0%} with the phases in sequence"
-             for c in cs]  # fmt: skip
-    # nearly all decode: at least 90% of the phases' bound
+    gemm = {(c.row.chip, c.row.dtype): c.share for c in table("gemm") if c.row.source == "mamf"}
+    lines = [f"{c.row.label} ({c.chip.name}): {c.share:.0%} of a {c.binds}-bound {c.bound:,.0f},"
+             f" {c.sequential_share:.0%} with the phases in sequence" for c in cs]
     heavy = [c for c in cs if c.phases[1].seconds >= 0.9 * sum(p.seconds for p in c.phases)]
-    mixed = [c for c in cs if c not in heavy]
-    alike = [c for c in heavy if c.chip.name == copy_chip]
-    elsewhere = sorted({c.chip.name for c in heavy} - {copy_chip})
+    # the phases bind different roofs: only there does running them in sequence cost anything
+    mixed = [c for c in cs if c not in heavy and c.phases[0].bound != c.phases[1].bound]
+    chips = {c.chip.name for c in heavy}
     return (
-        "Static batches of stated size: the bound counts every prompt's prefill and each "
-        "decode step reading the weights once for the batch and each sequence's own "
-        "cache, with prefill's compute free to hide decode's memory traffic. "
-        + "; ".join(lines) + ". "
-        f"Runs that are nearly all decode are memory-bound and reach "
-        f"{_span([c.share for c in heavy])}"
-        + (f"; on the {copy_chip} {_span([c.share for c in alike])}, near the {copy:.0%} a "
-           "copy kernel reaches there (chapter 5)" if alike else "")
-        + (f"; no copy share at hand for the {' or '.join(elsewhere)}" if elsewhere else "")
-        + ". Where the prefill weighs too, the shares are lower "
-        f"({_span([c.share for c in mixed])}): a static batch runs its prefill, then its "
-        "decode, and cannot hide one behind the other; bounded with the phases in sequence "
-        f"the same runs reach {_span([c.sequential_share for c in mixed])}. The rest is "
-        "attention over a large cache (Llama-2-7B keeps all 32 heads' keys and values), "
-        "launches and sampling. Chapter 7's continuous batching is what lets an engine "
-        "overlap the phases.")
+        "Static batches: the bound counts every prompt's prefill and each decode step (the "
+        "weights read once for the batch, each sequence's own cache), with prefill's compute "
+        "free to hide decode's memory traffic. " + "; ".join(lines) + ". Runs that are nearly "
+        f"all decode are memory-bound and reach {_span([c.share for c in heavy])}" + (f"; on "
+        f"the {copy_chip} {_span([c.share for c in heavy if c.chip.name == copy_chip])}, near "
+        f"the {copy:.0%} a copy kernel reaches there (chapter 5)" if copy_chip in chips else "")
+        + f"; no copy share at hand for the {' or '.join(sorted(chips - {copy_chip}))}" * bool(
+        chips - {copy_chip}) + (". Where the prefill weighs too and the phases bind different "
+        f"roofs, the shares are lower ({_span([c.share for c in mixed])}): a static batch runs "
+        "its prefill, then its decode, so neither hides the other; bounded so, the same runs "
+        f"reach {_span([c.sequential_share for c in mixed])}; continuous batching (chapter 7) "
+        "lets an engine overlap them" if mixed else "") + "".join(f". {c.row.label} is "
+        f"{c.binds}-bound in both phases, so their order costs it nothing; part of its gap is "
+        f"{c.row.dtype} GEMMs short of their peak (the best on an {c.row.chip} reaches "
+        f"{gemm[c.row.chip, c.row.dtype]:.0%} of it, chapter 5)" + f" and TP={c.row.chips}'s "
+        "all-reduces, which the bound does not count" * (c.row.chips > 1) for c in cs if c not in
+        heavy + mixed) + ". The rest is attention over each sequence's cache, launches, sampling.")
 
 
 def _mlperf_reason(cs: list[Comparison]) -> str:
@@ -546,33 +546,33 @@ def _tp_reason(cs: list[Comparison]) -> str:
     out = []
     for name in dict.fromkeys(c.row.model for c in cs):
         series = [c for c in cs if c.row.model == name]
-        base = series[0]
-        cfg = model(name)
-        reduces = 2 * cfg.layers
+        base, cfg = series[0], model(name)
+        reduces, t0 = 2 * cfg.layers, base.row.chips
         # gpt-fast's apply_tp splits only the layers: every GPU reads the whole LM head, whose
         # time dividing by T would not shorten. One GPU's read of it, at one chip's bandwidth:
-        head = linear_bytes(1, *cfg.linear_shapes()["lm_head"], "bf16") * base.row.chips / (
-            base.chip.bandwidth)
+        head = linear_bytes(1, *cfg.linear_shapes()["lm_head"], "bf16") * t0 / base.chip.bandwidth
         points = ", ".join(f"T={c.row.chips} {c.share:.0%}" for c in series)
         extra = []
         for c in series[1:]:  # the time beyond the smallest T's time scaled by T_0 / T
-            added = c.measured_seconds - base.measured_seconds * base.row.chips / c.row.chips
-            whole = head * (1 - base.row.chips / c.row.chips)  # the head T does not divide
-            each = (f" ({whole * 1e3:.2f} ms the whole LM head, "
-                    f"{(added - whole) / reduces * 1e6:.0f} us an all-reduce)" if added > 0 else "")
+            added = c.measured_seconds - base.measured_seconds * t0 / c.row.chips
+            whole = head * (1 - t0 / c.row.chips)  # the head T does not divide
+            each = (f" ({whole * 1e3:.2f} ms the whole LM head; past it, "
+                    f"{(added - whole) / reduces * 1e6:.0f} us a call)" if added > 0 else "")
             extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
-        out.append(f"{name}: {points}. Against its own T={base.row.chips} time scaled by "
-                   f"{base.row.chips}/T, a token takes " + ", ".join(extra))
+        what = ("the T=1 time holds no all-reduce, so a call's share is at most one all-reduce's "
+                "cost, if thinner slices only lose speed" if t0 == 1 else f"the T={t0} time "
+                f"already holds T={t0}'s all-reduces: a call's share is not one all-reduce's cost")
+        out.append(f"{name}: {points}. Against its own T={t0} time scaled by {t0}/T, a token takes "
+                   + ", ".join(extra) + f", {reduces} all-reduce calls a token; {what}.")
     return (
         "The bound splits the bytes over T chips' bandwidth and charges nothing for the "
         "all-reduces, two a layer for each token, and splits the LM head too, which "
-        "gpt-fast leaves whole on every GPU. " + "; ".join(out) + ". "
-        "What T does not divide is what tensor parallelism adds: all-reduces whose latency "
-        "no chip count shortens, and slices of every matrix that get thinner and stream "
-        "less well. Chapter 10's TPOT(T) adds the all-reduce term; these are its size on a "
-        "real machine (the source's A100s in a 'hybrid cube mesh', batch 1). Where a time "
-        "is below its ideal (a minus sign), T chips did better than scaling alone; the "
-        "source does not say why.")
+        "gpt-fast leaves whole on every GPU. " + " ".join(out) + " What T does not divide "
+        "is what tensor parallelism adds: all-reduces whose latency no chip count shortens, "
+        "and slices of every matrix that get thinner and stream less well; chapter 10's "
+        "TPOT(T) adds the all-reduces, not the slices' loss. The source ran A100s in a 'hybrid "
+        "cube mesh', batch 1; where a time is below its ideal (a minus sign), T chips did "
+        "better than scaling alone, and the source does not say why.")
 
 
 def reason(kind: str) -> str:

@@ -220,6 +220,8 @@ def run_cache_sweep(
                                                      device),))
             seconds = timing.time_rotating(torch.sum, buffers[:count], device, min_run_time)
             points.append(CachePoint(count, buffer_bytes, seconds))
+            if bar.n >= bar.total:  # past the plan: one size more than planned, still counted
+                bar.total = bar.n + 1
             bar.update()
             record = CacheSweep(str(device), int(llc_bytes), buffer_bytes, used, tuple(points),
                                 tolerance)
@@ -229,5 +231,7 @@ def run_cache_sweep(
                 return record
             count *= 2
     finally:
+        bar.total = bar.n  # a sweep that settled early ends its bar full
+        bar.refresh()
         bar.close()
         torch.set_num_threads(threads)

@@ -552,9 +552,9 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
                 f"x.sum() is not this machine's best stream, and its rate is no bandwidth "
                 f"ceiling; {trend}")  # fmt: skip
     if median + notch >= 0.95:
-        gap = {True: "so what it lacks to the ceiling is the moment's traffic, not the kernel's",
-               None: "so what it lacks to the ceiling is x.sum()'s shortfall too (the ceiling "
-                     "met a quieter moment), not the kernel's",
+        gap = {True: "so its gap to the ceiling moves with the moment's traffic, as x.sum()'s does",
+               None: "so it falls as short of the ceiling as x.sum() does: that gap is to whatever "
+                     "set the ceiling (a faster moment, or a kernel streaming better than x.sum())",
                False: "a limit of the kernel's own: at the fastest moments the kernel, not the "
                       "traffic, held it back"}
         return (f"the matmul streamed as fast as x.sum() at the same moment, within the "

@@ -82,8 +82,8 @@ def test_every_library_function_that_is_not_kept_is_stubbed():
 # The routes one level below the reference that scored before the closure, one per chapter
 # where a student found one: (chapter, answer_id) -> functions that must now be stubs.
 BELOW = {
-    ("01_flops", "ch01_param_count"): {"helpers.counting.flops._params",
-                                       "helpers.decoder.model.Decoder.__init__"},
+    ("01_flops", "ch01_intermediate_from_params"): {"helpers.counting.flops._params",
+                                                    "helpers.decoder.model.Decoder.__init__"},
     ("02_bytes", "ch02_int4_checkpoint_bytes"): {"helpers.counting.memory._bytes"},
     ("02_bytes", "ch02_kv_count_mistake"): {"helpers.counting.memory.cached_tokens",
                                             "helpers.counting.memory.kv_bytes_per_token",

@@ -170,6 +170,9 @@ def test_cache_sweep_runs_until_the_curve_settles(capsys):
     run = cache_sweep.run_cache_sweep("cpu", 64 * 1024, min_run_time=0.01, progress=True)
     bar = capsys.readouterr().err
     assert "cache sweep" in bar, bar
+    # Past its plan the bar grows with the sweep, and its last frame is full, never "n/?".
+    last = bar.replace("\r", "\n").strip().splitlines()[-1]
+    assert "100%" in last and "/?" not in bar, bar
     assert run.buffer_bytes == MiB and run.copies[0] == 1
     assert all(b == 2 * a for a, b in zip(run.copies, run.copies[1:], strict=False))
     assert run.points[-1].working_set_bytes >= 4 * 64 * 1024
@@ -208,3 +211,21 @@ def test_time_rotating_cycles_through_every_input_set():
     assert set(seen) == {1, 2, 3} and seen[:5] == [1, 2, 3, 1, 2]
     with pytest.raises(ValueError):
         timing.time_rotating(print, [])
+
+
+def test_a_sweep_past_its_plan_ends_with_a_full_bar(monkeypatch, capsys):
+    # A curve still moving at the planned end: the sweep goes on, and its bar grows with it
+    # (a bar past its total would show "n/?" and never reach 100%, in the book too).
+    _, planned = cache_sweep.sweep_plan("cpu", 3 * MiB)
+    settle = 2 * planned[-1]
+
+    def fake_time(fn, input_sets, device, min_run_time):
+        return 1e-3 * (1.5 ** min(len(input_sets), settle).bit_length())  # slower each doubling
+
+    monkeypatch.setattr(cache_sweep.timing, "time_rotating", fake_time)
+    run = cache_sweep.run_cache_sweep("cpu", 3 * MiB, progress=True)
+    assert run.copies[-1] > planned[-1]  # the sweep went past its plan
+    bar = capsys.readouterr().err
+    last = bar.replace("\r", "\n").strip().splitlines()[-1]
+    assert f"{len(run.points)}/{len(run.points)}" in last and "100%" in last, last
+    assert "/?" not in bar, bar

@@ -74,45 +74,57 @@ def torch_matmul_flops(a_shape, b_shape):
 """,
 }
 
-_PARAM_TEMPLATE = """
-def param_count(cfg):
-    d, f = cfg.hidden, cfg.intermediate
-    q_width = cfg.n_q_heads * {head_dim}
-    kv_width = {kv_heads} * {head_dim}
+_WIDTH_TEMPLATE = """
+def intermediate_from_params(cfg, total):
+    d = cfg.hidden
+    q_width = cfg.n_q_heads * cfg.head_dim
+    kv_width = {kv_heads} * cfg.head_dim
     attention = d * q_width + 2 * d * kv_width + q_width * d
     biases = ({biases}) if cfg.qkv_bias else 0
-    mlp = 3 * d * f
     norms = {norms}
     embeddings = cfg.vocab * d * ({embedding_factor})
-    return embeddings + cfg.layers * (attention + biases + mlp + norms) + {final_norm}
+    fixed = embeddings + cfg.layers * (attention + biases + norms) + {final_norm}
+    per_width = {matrices} * d * cfg.layers
+    {result}
 """
-_RIGHT = {
-    "head_dim": "cfg.head_dim",
+_WIDTH_RIGHT = {
     "kv_heads": "cfg.n_kv_heads",
     "biases": "q_width + 2 * kv_width",
     "norms": "2 * d",
     "embedding_factor": "1 if cfg.tied_embeddings else 2",
     "final_norm": "d",
+    "matrices": "3",
+    "result": ("width, rest = divmod(total - fixed, per_width)\n"
+               "    return width if rest == 0 and width > 0 else None"),
 }
 
 
-def _param_mutant(**wrong):
-    return _PARAM_TEMPLATE.format(**(_RIGHT | wrong))
+def _width_mutant(**wrong):
+    return _WIDTH_TEMPLATE.format(**(_WIDTH_RIGHT | wrong))
 
 
-PARAM = {
-    "tied embeddings counted twice": _param_mutant(embedding_factor="2"),
-    "untied embeddings counted once": _param_mutant(embedding_factor="1"),
-    "tied flag read backwards": _param_mutant(embedding_factor="2 if cfg.tied_embeddings else 1"),
-    "n_q used for the kv heads": _param_mutant(kv_heads="cfg.n_q_heads"),
-    "forgot the q/k/v biases": _param_mutant(biases="0"),
-    "bias only on q": _param_mutant(biases="q_width"),
-    "forgot the norms": _param_mutant(norms="0", final_norm="0"),
-    "forgot the final norm": _param_mutant(final_norm="0"),
-    "head_dim derived as hidden // heads": _param_mutant(head_dim="(d // cfg.n_q_heads)"),
+WIDTH = {
+    "tied LM head counted twice": _width_mutant(embedding_factor="2"),
+    "untied LM head forgotten": _width_mutant(embedding_factor="1"),
+    "forgot the q/k/v biases": _width_mutant(biases="0"),
+    "n_q used for the kv widths": _width_mutant(kv_heads="cfg.n_q_heads"),
+    "two MLP matrices, not SwiGLU's three": _width_mutant(matrices="2"),
+    "forgot the norms": _width_mutant(norms="0", final_norm="0"),
+    "forgot the final norm": _width_mutant(final_norm="0"),
+    "rounds to the nearest width instead of returning None": _width_mutant(
+        result="return max(1, round((total - fixed) / per_width))"),
+    "floor division: no check that the width is whole": _width_mutant(
+        result="width = (total - fixed) // per_width\n"
+               "    return width if width > 0 else None"),
+    "float division: exact only for small totals": _width_mutant(
+        result="width = (total - fixed) / per_width\n"
+               "    return int(width) if width == int(width) and width > 0 else None"),
+    "a width of 0 accepted": _width_mutant(
+        result="width, rest = divmod(total - fixed, per_width)\n"
+               "    return width if rest == 0 and width >= 0 else None"),
     "hard-coded visible answers": """
-def param_count(cfg):
-    return {"Qwen2.5-3B": 3_085_938_688, "Llama-2-7B": 6_738_415_616}.get(cfg.name, 0)
+def intermediate_from_params(cfg, total):
+    return {7_615_616_512: 18_944}.get(total)
 """,
 }
 
@@ -221,7 +233,7 @@ def attention_crossover(cfg):
 
 MUTANTS = {
     "ch01_torch_matmul_flops": MATMUL,
-    "ch01_param_count": PARAM,
+    "ch01_intermediate_from_params": WIDTH,
     "ch01_window_attention_flops": WINDOW,
     "ch01_attention_crossover": CROSSOVER,
 }
