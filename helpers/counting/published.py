@@ -536,7 +536,7 @@ def _mlperf_reason(cs: list[Comparison]) -> str:
         "peak of all 8 GPUs, with no prompt, cache or communication: " + "; ".join(lines)
         + ". So these shares understate the engine: the prompts' prefill (left out because "
         "the datasets' lengths are not among the published figures), every step's KV-cache "
-        "reads, the all-reduces between GPUs and the engine's own losses take the rest. "
+        "reads, all-reduces where a system splits the model and the engine's losses take the rest. "
         "What the rows do say is the price of latency limits (at the 99th percentile, "
         "requests arriving one at a time): " + "; ".join(kept) + ". The tighter the limits, "
         "the smaller the batch an engine may run, the trade chapter 9's planner makes.")
