@@ -542,15 +542,15 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     else:
         follows = False
         trend = f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}"
+    if median - notch > 1.05:
+        return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
+                f"x.sum() is not this machine's best stream, and its rate is no bandwidth "
+                f"ceiling; {trend}")  # fmt: skip
     if kernel_best is not None and kernel_best > 1.05 * matmul and follows is not True:
         return (f"the matmul reached {share} of x.sum()'s rate at the same moment; {trend}; "
                 f"yet the same kernel and shape streamed {kernel_best / matmul:.2f}× the "
                 "fastest group's rate in the sweep (timed in blocks), so the pairs' timing "
                 "(each call alone, after a stream) held it back, not the kernel alone")  # fmt: skip
-    if median - notch > 1.05:
-        return (f"the matmul streamed faster than x.sum() at the same moment ({share}): "
-                f"x.sum() is not this machine's best stream, and its rate is no bandwidth "
-                f"ceiling; {trend}")  # fmt: skip
     if median + notch >= 0.95:
         gap = {True: "so its gap to the ceiling moves with the moment's traffic, as x.sum()'s does",
                None: "so it falls as short of the ceiling as x.sum() does: that gap is to whatever "

@@ -525,9 +525,9 @@ def schedule_step(
     they were admitted; ``waiting``: (request id, prompt length), first come first served.
     Every running sequence decodes one token, whose keys and values need a fresh block when
     its cache fills its blocks exactly (cached tokens a multiple of ``block_size``). If the
-    decodes need more blocks than are free, the sequence admitted last is preempted, as the
-    engine of ``serving.simulate`` does (``Scheduler.grow``): it frees all its blocks and
-    goes back to the queue to be recomputed later (vLLM's default), and so on until the
+    decodes need more blocks than are free, the sequence admitted last is preempted, as
+    ``Scheduler.grow`` picks (``serving.simulate`` admits first, then grows): it frees its blocks,
+    and goes back to the queue to be recomputed later (vLLM's default), and so on until the
     others fit. A step that preempted admits nobody, since memory has just run short.
     Otherwise requests are admitted from the head of the queue, to be prefilled in this
     same step, while the batch (running + admitted) is below ``max_batch`` and the prompt's
