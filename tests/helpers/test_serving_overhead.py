@@ -69,3 +69,33 @@ def test_resimulate_scores_another_step_model_on_the_fidelity_runs_traces():
     without = fidelity.resimulate(run, RooflineSteps(QWEN, H100))
     assert without == fidelity.worst_error(run) > 0
     assert without == max(abs(run["rows"][0.5][1][n] / real[n] - 1) for n in fidelity.METRICS)
+
+
+def _jitter_run():
+    from helpers.serving import fidelity, poisson_trace
+
+    work = fidelity.Workload(requests=60)
+    policy = dict(policy="chunked", max_batch=work.max_batch, token_budget=work.token_budget)
+    traces = {0.3: poisson_trace(60, 10.0, 96, 24, seed=5),
+              0.9: poisson_trace(60, 40.0, 96, 24, seed=6)}  # fmt: skip
+    return {"traces": traces, "work": work, "policy": policy,
+            "predictive": RooflineSteps(QWEN, H100, step_overhead_s=OVERHEAD)}  # fmt: skip
+
+
+def test_the_jitter_floor_is_zero_without_jitter_and_grows_with_it():
+    from helpers.serving import fidelity
+
+    run = _jitter_run()
+    assert fidelity.jitter_floor(run, 0.0, draws=3) == (0.0, 0.0)
+    small, large = fidelity.jitter_floor(run, 0.01), fidelity.jitter_floor(run, 0.2)
+    assert 0 < small[0] <= small[1] and 0 < large[0] <= large[1]
+    assert large[0] > 5 * small[0]
+    assert fidelity.jitter_floor(run, 0.01) == small  # seeded: the same draws each time
+
+
+@pytest.mark.parametrize("bad", [-0.01, math.nan])
+def test_a_bad_jitter_is_refused(bad):
+    from helpers.serving import fidelity
+
+    with pytest.raises(ValueError, match="jitter"):
+        fidelity.jitter_floor(_jitter_run(), bad)

@@ -97,6 +97,9 @@ def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
     assert "worst |sim/real - 1|" in text and "50% tpot_p90" in text
     assert f"requests {run['requests'][0.5]} at 50%;" in text
     assert "predictive: worst" in text and "calibrated: worst" in text
+    # the run's own noise floor: its jitter measured in the profile, simulated on its traces
+    assert 0 < run["jitter"] < 1 and 0 <= run["floor"][0] <= run["floor"][1]
+    assert f"{run['jitter']:.1%} sd" in text and f"at most {run['floor'][1]:.1%}" in text
     assert "load average" in text and "load average" not in fidelity.report(run, False)
 
 
