@@ -90,12 +90,18 @@ def streaming_bandwidth(points: Sequence[CachePoint]) -> float:
 
 
 def cache_verdict(working_set_bytes: int, llc_bytes: int,
-                  factor: float = timing.COPIES_FACTOR) -> str:  # fmt: skip
-    """What a rotation over ``working_set_bytes`` times, by the copies rule's ``factor``."""
+                  factor: float = timing.COPIES_FACTOR,
+                  streaming_edge_bytes: int | None = None) -> str:  # fmt: skip
+    """What a rotation over ``working_set_bytes`` times, by the copies rule's ``factor``;
+    where the run measured its streaming edge (``streaming_from``), a working set the rule
+    passes but the edge does not is called partly cached: the measurement outranks the rule."""
     if working_set_bytes <= llc_bytes:
         return "fits in the LLC: this times the cache, not memory"
     if working_set_bytes < factor * llc_bytes:
         return f"past the LLC but under {factor:g} × it: partly cached"
+    if streaming_edge_bytes is not None and working_set_bytes < streaming_edge_bytes:
+        return (f"at least {factor:g} × the LLC, yet under this run's streaming edge "
+                f"({streaming_edge_bytes / 2**20:,.0f} MiB): still partly cached")
     return f"at least {factor:g} × the LLC: this times memory"
 
 

@@ -82,7 +82,8 @@ def cache_view(
         tuple(points), selected, int(llc_bytes), float(factor),
         timing.copies_to_exceed_cache(selected.buffer_bytes, llc_bytes, factor),
         float(cache_sweep.streaming_bandwidth(points)),
-        cache_sweep.cache_verdict(selected.working_set_bytes, llc_bytes, factor),
+        cache_sweep.cache_verdict(selected.working_set_bytes, llc_bytes, factor,
+                                  cache_sweep.streaming_from(points).working_set_bytes),
     )  # fmt: skip
 
 

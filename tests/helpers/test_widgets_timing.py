@@ -229,3 +229,16 @@ def test_a_sweep_past_its_plan_ends_with_a_full_bar(monkeypatch, capsys):
     last = bar.replace("\r", "\n").strip().splitlines()[-1]
     assert f"{len(run.points)}/{len(run.points)}" in last and "100%" in last, last
     assert "/?" not in bar, bar
+
+
+def test_the_measured_edge_outranks_the_rule_in_the_verdict():
+    # 64 MiB is 2 × the cache, so the rule says memory; this run still read it 30% faster than
+    # the largest set (its streaming edge is 128 MiB): the verdict follows the measurement.
+    fast = cache_sweep.cache_points(COPIES, [MiB / (g * 1e9) for g in
+                                        [90, 90, 90, 90, 80, 40, 26, 20]], MiB)
+    assert widget.cache_view(fast, LLC, CacheControls(64)).verdict == (
+        "at least 2 × the LLC, yet under this run's streaming edge (128 MiB): still partly cached")
+    assert widget.cache_view(fast, LLC, CacheControls(128)).verdict.endswith("this times memory")
+    # where the curve settles at the rule's size, the rule's verdict stands
+    assert widget.cache_view(points(), LLC, CacheControls(64)).verdict == (
+        "at least 2 × the LLC: this times memory")
