@@ -72,11 +72,15 @@ def slower_beyond_spread(fast: Timing, slow: Timing) -> bool:
         slow.median_s - fast.median_s > max(fast.iqr_s, slow.iqr_s))
 
 
-def subnormal_verdict(rows: Mapping[tuple[int, bool], tuple[Timing, Timing]]) -> str:
+def subnormal_verdict(rows: Mapping[tuple[int, bool], tuple[Timing, Timing]],
+                      flushed: Mapping[tuple[int, bool], float] | None = None) -> str:
     """Chapter 4's verdict on subnormal floats from ``rows``: (threads, flush-to-zero on) →
     (normal, subnormal) timings of the same operation. A subnormal penalty belongs to a core,
     so it must show, beyond the spread (``slower_beyond_spread``), with flush-to-zero off on
-    every thread count; a slowdown on some only, or only with flush-to-zero on, is not one."""
+    every thread count; a slowdown on some only, or only with flush-to-zero on, is not one.
+    ``flushed``: the same keys → the share of results flushed to zero. Where flush-to-zero
+    left part of them unflushed (a worker thread without the flag) yet the slowdown went, the
+    flag cannot have removed it there, and the verdict says so."""
     slow = {key: slower_beyond_spread(*pair) for key, pair in rows.items()}
     counts = sorted({threads for threads, _ in rows}, reverse=True)
 
@@ -95,7 +99,12 @@ def subnormal_verdict(rows: Mapping[tuple[int, bool], tuple[Timing, Timing]]) ->
         return (f"no consistent subnormal slowdown on this run: with flush-to-zero off, slower "
                 f"beyond the spread on {names(off)} but not on {names(rest)}")
     if not on:
-        return "a subnormal slowdown on every thread count, which flush-to-zero removed"
+        partly = [t for t in counts if (flushed or {}).get((t, True), 1.0) < 0.99]
+        if not partly:
+            return "a subnormal slowdown on every thread count, which flush-to-zero removed"
+        return (f"a subnormal slowdown on every thread count, gone with flush-to-zero on; but on "
+                f"{names(partly)} part of the results stayed unflushed, so there the flag cannot "
+                "have removed it, and this run does not show what did")
     if len(on) == len(counts):
         return "a subnormal slowdown on every thread count, which stayed with flush-to-zero on"
     removed = [t for t in counts if t not in on]

@@ -134,7 +134,7 @@ def draw_attention_share(ax, data: AttentionShare):
         color="grey",
         linestyle="--",
         linewidth=0.8,
-        label=f"attention = matmuls ({data.crossover:,.0f} keys)",
+        label=f"attention = matmuls (from {data.crossover_tokens + 1:,} keys)",
     )
     if data.sliding_window is not None:
         ax.axvline(

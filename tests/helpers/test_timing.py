@@ -130,6 +130,16 @@ def test_subnormal_verdict_wants_a_slowdown_on_every_thread_count():
         "flush-to-zero removed it on 1 thread, not on 2 threads")
     one = {(1, False): slow, (1, True): same}
     assert verdicts.subnormal_verdict(one).endswith("which flush-to-zero removed")
+    # The round-6 run: gone with flush-to-zero on, yet on 2 threads half the results were not
+    # flushed (a worker without the flag): the flag cannot be what removed it there.
+    rows = {(2, False): slow, (2, True): same, (1, False): slow, (1, True): same}
+    half = {(2, True): 0.5, (1, True): 1.0, (2, False): 0.0, (1, False): 0.0}
+    assert verdicts.subnormal_verdict(rows, half) == (
+        "a subnormal slowdown on every thread count, gone with flush-to-zero on; but on 2 threads "
+        "part of the results stayed unflushed, so there the flag cannot have removed it, and "
+        "this run does not show what did")
+    every = {**half, (2, True): 1.0}
+    assert verdicts.subnormal_verdict(rows, every).endswith("which flush-to-zero removed")
 
 
 def test_achieved_rates():

@@ -94,6 +94,9 @@ def test_draw_on_given_axes():
     assert ax.xaxis.get_major_formatter()(512, 0) == "512"
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert any("sliding window" in label for label in labels)
+    # the legend names the same whole key count as the printed summary: c + 1
+    assert f"attention = matmuls (from {data.crossover_tokens + 1:,} keys)" in labels
+    assert f"at {data.crossover_tokens + 1:,} keys" in data.summary()
     plt.close(fig)
 
 
