@@ -391,3 +391,15 @@ def test_input_bytes_counts_what_rotation_must_push_past_the_cache():
     # x [8×3584] and a weight [512×3584] in bf16; the output [8×512] is only written.
     assert sweep.input_bytes(8, 3584, 512, "bf16") == 2 * (8 * 3584 + 512 * 3584)
     assert sweep.input_bytes(4096, 896, 896, "fp32") == 4 * (4096 * 896 + 896 * 896)
+
+
+def test_a_sweep_point_slower_than_every_pair_is_put_down_to_the_sweeps_timing():
+    # The reviewed run: pairs at 92% of the stream (about 43 GB/s), the sweep's own point of the
+    # same kernel and shape at 35.5 GB/s, below the slowest group: the timing, not the kernel.
+    rates = [((46 + 0.1 * i) * 1e9, 0.92 * (46 + 0.1 * i) * 1e9) for i in range(20)]
+    reading = sweep.pairs_reading(rates, kernel_best=35.5e9)
+    assert reading.startswith(sweep.pairs_reading(rates))  # the pairs' own reading stands
+    assert "the sweep's own point (timed in blocks) streamed only 82% of the fastest group's" \
+        in reading and "the sweep's timing, not the kernel, lost that difference" in reading
+    # within 10% of the slowest group: nothing added
+    assert sweep.pairs_reading(rates, kernel_best=40e9) == sweep.pairs_reading(rates)
