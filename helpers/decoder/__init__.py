@@ -6,7 +6,9 @@
 - ``kv_cache``: the contiguous ``KVCache`` and the paged ``PagedKVCache``;
 - ``paged_step``: one ragged step's entries and index plan over a paged cache;
 - ``split_kv``: Flash-Decoding's split-KV attention of a decode token;
-- ``step_times``: timing ragged steps, what a step-time model is fitted to.
+- ``step_times``: timing ragged steps, what a step-time model is fitted to;
+- ``phase_times``: chapter 6's TTFT and TPOT curves and a step's matmuls alone, timed;
+- ``attention_times``: chapter 6's decode attention against its roof, plain and split.
 
 Import from the module that defines a name (``from helpers.decoder.model import Decoder``):
 this package re-exports nothing, so each name has one address.

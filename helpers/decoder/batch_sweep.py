@@ -8,6 +8,11 @@ needs the largest batch to be compute-bound: doubling the batch there nearly dou
 Given ``extend_to``, the sweep keeps doubling its largest batch until one doubling does
 (``COMPUTE_BOUND_DOUBLING``) or the next batch would pass ``extend_to``, so that the check is
 measured, not the sweep's last point by construction.
+
+The record also reads what section 2 prints: aggregate throughput against TPOT from the
+smallest batch to the largest (``throughput_gain``, ``tpot_rise``), the batches by throughput
+(``by_throughput``), and which way each point of the throughput–latency plot moves from one
+batch to the next, measured beside the roofline's (``moves`` → ``SweepMoves``).
 """
 
 from __future__ import annotations
@@ -25,11 +30,109 @@ from helpers.decoder.kv_cache import KVCache
 from helpers.decoder.model import Decoder
 from helpers.measuring import timing
 
-__all__ = ["COMPUTE_BOUND_DOUBLING", "DecodeSweep", "decode_batch_sweep"]
+__all__ = ["COMPUTE_BOUND_DOUBLING", "MOVE_BAND", "DecodeSweep", "PointMove", "MoveStep",
+           "SweepMoves", "point_move", "decode_batch_sweep"]  # fmt: skip
 
 # A doubling that multiplies the step by 1.8 or more: compute-bound (proportional is 2×). With a
 # fixed cost a per step, t = a + sB, that holds once a <= sB/8, so t(B)/B is within 12.5% of s.
 COMPUTE_BOUND_DOUBLING = 1.8
+MOVE_BAND = 0.10  # two factors within 10% of each other: the point moves diagonally
+
+
+@dataclass(frozen=True)
+class PointMove:
+    """How a point of the throughput–latency plot (TPOT across, aggregate tokens/s up, both
+    axes logarithmic) moves from one batch to a larger one: TPOT's factor and throughput's.
+    The larger factor gives the way, ``"diagonal"`` when the two are within ``band``."""
+
+    tpot_rise: float
+    rate_rise: float
+    band: float = MOVE_BAND
+
+    @property
+    def margin(self) -> float:
+        """The larger factor over the smaller, less 1."""
+        return max(self.tpot_rise, self.rate_rise) / min(self.tpot_rise, self.rate_rise) - 1
+
+    @property
+    def way(self) -> str:
+        if self.margin <= self.band:
+            return "diagonal"
+        return "up" if self.rate_rise > self.tpot_rise else "right"
+
+
+def point_move(seconds: dict[int, float], a: int, b: int, band: float = MOVE_BAND) -> PointMove:
+    """The move from batch ``a`` to batch ``b`` of a sweep's ``seconds`` (batch → step):
+    TPOT rises by t(b)/t(a), throughput by (b/a)/(t(b)/t(a))."""
+    tpot_rise = seconds[b] / seconds[a]
+    return PointMove(tpot_rise, b / a / tpot_rise, band)
+
+
+@dataclass(frozen=True)
+class MoveStep:
+    """One step between neighbouring batches ``a`` → ``b``, on the roofline and measured."""
+
+    a: int
+    b: int
+    roofline: PointMove
+    measured: PointMove
+
+    @property
+    def scored(self) -> bool:
+        """Neither move diagonal: the two ways can be compared."""
+        return "diagonal" not in (self.roofline.way, self.measured.way)
+
+    @property
+    def agrees(self) -> bool:
+        return self.roofline.way == self.measured.way
+
+
+@dataclass(frozen=True)
+class SweepMoves:
+    """Each step between neighbouring batches of a sweep (``steps``), and what they add up
+    to: the scored steps whose measured point moves the roofline's way (``agreeing``), those
+    that do not (``astray``), and those not scored (``diagonal``)."""
+
+    steps: tuple[MoveStep, ...]
+    band: float
+
+    @property
+    def scored(self) -> list[MoveStep]:
+        return [step for step in self.steps if step.scored]
+
+    @property
+    def astray(self) -> list[MoveStep]:
+        return [step for step in self.scored if not step.agrees]
+
+    @property
+    def agreeing(self) -> int:
+        return len(self.scored) - len(self.astray)
+
+    @property
+    def diagonal(self) -> list[MoveStep]:
+        return [step for step in self.steps if not step.scored]
+
+    def table(self) -> str:
+        """One row a step (the roofline's move and the measured one), then the tally."""
+        lines = [f"{'batches':>9}{'roofline: TPOT ×':>18}{'tokens/s ×':>11}{'margin':>8}"
+                 f"{'moves':>10}{'measured: TPOT ×':>18}{'tokens/s ×':>11}{'margin':>8}"
+                 f"{'moves':>10}"]  # fmt: skip
+        for step in self.steps:
+            row = f"{step.a:>4} → {step.b:<3}"
+            for move in (step.roofline, step.measured):
+                row += (f"{move.tpot_rise:>18.2f}{move.rate_rise:>11.2f}{move.margin:>8.1%}"
+                        f"{move.way:>10}")  # fmt: skip
+            lines.append(row)
+
+        def named(steps: list[MoveStep]) -> str:
+            return ", ".join(f"{step.a} → {step.b}" for step in steps)
+
+        lines.append(f"the measured points move the roofline's way in {self.agreeing} of "
+                     f"{len(self.scored)} scored steps"
+                     + (f"; not at {named(self.astray)}" if self.astray else "")
+                     + (f"; diagonal (margin within {self.band:.0%}), not scored: "
+                        f"{named(self.diagonal)}" if self.diagonal else ""))  # fmt: skip
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -76,6 +179,51 @@ class DecodeSweep:
         """True when the largest batch is not compute-bound: t(B_max) / B_max still holds the
         weights' read, a line steeper than compute's, so the true knee lies further out."""
         return not self.top_compute_bound
+
+    @property
+    def tokens_per_s(self) -> dict[int, float]:
+        """Aggregate throughput: B tokens a step."""
+        return {b: b / seconds for b, seconds in self.step_seconds.items()}
+
+    @property
+    def over_roofline(self) -> dict[int, float]:
+        """Measured step over the roofline's, per batch."""
+        return {b: self.step_seconds[b] / self.predicted[b] for b in self.batches}
+
+    @property
+    def throughput_gain(self) -> float:
+        """Aggregate throughput at the largest batch over the smallest's."""
+        rate = self.tokens_per_s
+        return rate[self.batches[-1]] / rate[self.batches[0]]
+
+    @property
+    def tpot_rise(self) -> float:
+        """TPOT (the step) at the largest batch over the smallest's."""
+        return self.step_seconds[self.batches[-1]] / self.step_seconds[self.batches[0]]
+
+    @property
+    def by_throughput(self) -> list[int]:
+        """The batches, highest aggregate throughput first."""
+        return sorted(self.batches, key=self.tokens_per_s.get, reverse=True)
+
+    @property
+    def runner_up_behind(self) -> float | None:
+        """How far the second-highest throughput falls short of the highest, as a share of
+        it (None with one batch)."""
+        if len(self.batches) < 2:
+            return None
+        best, second = (self.tokens_per_s[b] for b in self.by_throughput[:2])
+        return 1 - second / best
+
+    def moves(self, band: float = MOVE_BAND) -> SweepMoves:
+        """Which way each point moves from one measured batch to the next, measured and on
+        the roofline (chapter 7 §2's figure: up below the critical batch, right past it)."""
+        if not 0 <= band < 1:
+            raise ValueError(f"band must be in [0, 1), got {band!r}")
+        pairs = zip(self.batches, self.batches[1:], strict=False)
+        return SweepMoves(tuple(MoveStep(a, b, point_move(self.predicted, a, b, band),
+                                         point_move(self.step_seconds, a, b, band))
+                                for a, b in pairs), band)  # fmt: skip
 
 
 def decode_batch_sweep(

@@ -21,6 +21,9 @@ bytes only, so where a step is short this cost can be a large part of it.
   24 layers counted in milliseconds.
 - ``op_seconds``: the fixed cost of one operator on a device, from a chain of tiny ones
   timed with ``timing.time_callable`` (warmed up, synchronized, median and spread).
+- ``launch_overhead``: chapter 8's experiment, one decode step's operators counted and
+  timed on a device, set against the step's roofline time on that device's measured
+  ceilings (``LaunchOverhead``).
 
 ``steps.RooflineSteps(..., step_overhead_s=ops * cost)`` adds the product to every step.
 """
@@ -37,11 +40,12 @@ from helpers.counting.memory import kv_blocks
 from helpers.measuring import timing
 
 if TYPE_CHECKING:
+    from helpers.counting.hardware import HardwareSpec
     from helpers.counting.models import ModelConfig
     from helpers.decoder.model import Decoder
 
 __all__ = ["NO_KERNEL", "StepOps", "count_ops", "decode_step_ops", "same_ops_config",
-           "op_seconds"]
+           "op_seconds", "LaunchOverhead", "measured_chip", "launch_overhead"]
 
 NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
                        "new_empty_strided", "_unsafe_view", "alias"})  # fmt: skip
@@ -151,3 +155,85 @@ def op_seconds(device: str = "cpu", ops: int = 100, **time_options: Any) -> timi
     return dataclasses.replace(measured, median_s=measured.median_s / ops,
                                iqr_s=measured.iqr_s / ops, min_s=measured.min_s / ops,
                                max_s=measured.max_s / ops)  # fmt: skip
+
+
+# ------------------------------------------------------- chapter 8's launch experiment
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOverhead:
+    """One decode step's launch overhead on a device (``launch_overhead``): its operators
+    (``ops``), one operator's fixed cost (``per_op``), the device's measured roofline
+    (``chip``, in ``dtype``), the step's roofline time on it and, where a fitted step model
+    was given, that model's time for the step (s)."""
+
+    cfg: ModelConfig
+    batch: int
+    context: int
+    ops: StepOps
+    per_op: timing.Timing
+    chip: HardwareSpec
+    dtype: str
+    roofline_s: float
+    fitted_s: float | None = None
+
+    @property
+    def launch_s(self) -> float:
+        """Every operator's fixed cost, a step: operators × the median cost of one."""
+        return self.ops.total * self.per_op.median_s
+
+    def report(self) -> str:
+        ops, per_op = self.ops, self.per_op
+        fitted = "" if self.fitted_s is None else f", its fitted time {self.fitted_s * 1e3:.2f} ms"
+        return "\n".join([
+            f"a decode step of {self.batch} sequences, {self.context} tokens cached each: "
+            f"{ops.total} operators ({sum(ops.plan.values())} building its indices on the "
+            f"host, {ops.device} after)",
+            f"one operator: {per_op.median_s * 1e6:.2f} µs (median; IQR "
+            f"{per_op.iqr_s * 1e6:.2f} µs)",
+            f"{ops.total} x {per_op.median_s * 1e6:.2f} µs = {self.launch_s * 1e3:.2f} ms a "
+            f"step; the step's roofline time here {self.roofline_s * 1e3:.2f} ms "
+            f"({self.launch_s / self.roofline_s:.2f}x){fitted}"])  # fmt: skip
+
+
+def measured_chip(device: str, dtype: str) -> HardwareSpec:
+    """This device's roofline, measured quickly: one GEMM of ``ceilings.gemm_shapes``'
+    quick list for the peak (a lower bound on it) and the read stream for the bandwidth
+    (``ceilings.measure_bandwidth``), with the device's memory."""
+    from helpers.counting.hardware import HardwareSpec
+    from helpers.measuring import ceilings, machine
+
+    peak, _, _ = ceilings.measure_matmul_ceiling(device, dtype,
+                                                 shapes=ceilings.gemm_shapes(device, True)[:1])
+    return HardwareSpec(f"{device}, measured", {dtype: peak}, ceilings.measure_bandwidth(device),
+                        machine.device_memory_bytes(device), "measured above")  # fmt: skip
+
+
+def launch_overhead(model: Decoder, batch: int, context: int, fitted: Any = None,
+                    device: str | None = None) -> LaunchOverhead:  # fmt: skip
+    """What launching a step's operators costs beside its roofline time (chapter 8): one
+    decode step of ``model.forward_paged`` (``batch`` sequences of ``context`` cached
+    tokens) counted (``decode_step_ops``), one operator's fixed cost timed on the model's
+    device (``op_seconds``), and the step's time on the roofline of that device, measured
+    (``measured_chip``, in the dtype of the model's weights; ``latency.decode_step_time``,
+    which the serving simulator's roofline step model equals on a decode step). ``fitted``:
+    a serving step model fitted to this device (anything with ``decode_run(batch, total
+    context, steps)``, as ``serving.steps.FittedSteps``), whose time for the same step is
+    recorded beside it; ``device``: where to time, default the model's."""
+    from helpers.counting.latency import decode_step_time
+    from helpers.measuring.machine import DTYPE_NAMES, torch_dtype
+
+    positive_int(batch, "batch")
+    non_negative_int(context, "context")
+    weights = model.embed.weight
+    device = device or weights.device.type  # "cuda", as the chapters name it
+    dtype = next((name for name in DTYPE_NAMES if torch_dtype(name) == weights.dtype), None)
+    if dtype is None:
+        raise ValueError(f"the model's weights are {weights.dtype}: no roofline dtype for it")
+    ops = decode_step_ops(model, batch, context)
+    per_op = op_seconds(device)
+    chip = measured_chip(device, dtype)
+    roofline = decode_step_time(model.cfg, chip, batch, context, dtype)
+    fitted_s = None if fitted is None else float(fitted.decode_run(batch, batch * context, 1)[0])
+    return LaunchOverhead(model.cfg, batch, context, ops, per_op, chip, dtype, roofline,
+                          fitted_s)  # fmt: skip

@@ -152,58 +152,35 @@ def _free(device: str) -> None:
 
 def measure_latency(device: str, size: Size) -> dict[str, Any]:
     """TTFT per prompt length and TPOT per context for each of ``size.models``, with MFU and
-    MBU against this device's measured ceilings: chapter 6 §4-5's recipe (random weights;
-    ``model(prompt, logits="last")`` timed with ``time_callable``; a decode step timed from a
-    cache filled with random keys and values; the bandwidth streamed again beside each decode
-    timing and the best stream kept as the ceiling)."""
+    MBU against this device's measured ceilings: chapter 6 §4-5's experiments
+    (``phase_times.ttft_against_prompt`` and ``tpot_against_context``, random weights, the
+    bandwidth streamed again beside each decode timing), every MBU against the best stream
+    of the whole run."""
     import torch
 
     from helpers.counting import flops, latency, memory
-    from helpers.decoder.kv_cache import KVCache
+    from helpers.decoder import phase_times
     from helpers.decoder.model import random_decoder
-    from helpers.measuring import ceilings, timing
+    from helpers.measuring import ceilings
 
     dtype = _dtype(device)
     torch.set_grad_enabled(False)
     measured = _ceilings(device, (dtype,), size, quick=True)
-    peak = measured.peak(dtype)
     results, streams = [], []
     for cfg in size.models:
         model = random_decoder(cfg, device, machine.torch_dtype(dtype))
-
-        def prefill(ids: torch.Tensor, model: Any = model) -> Any:
-            return model(ids, logits="last")
-
-        prefill_rows = []
-        for prompt in size.prompts:
-            inputs = [(torch.randint(0, cfg.vocab, (1, prompt), device=device),) for _ in range(2)]
-            timed = timing.time_callable(prefill, inputs, device, warmup=1,
-                                         min_run_time=0.1 * size.run_time,
-                                         max_run_time=0.6 * size.run_time)  # fmt: skip
-            work = flops.forward_flops(cfg, prompt, attention="causal", logits="last").total
-            prefill_rows.append({"prompt": prompt, "seconds": timed.median_s, "iqr_s": timed.iqr_s,
-                                 "flops": work, "mfu": latency.flops_utilization(
-                                     work, timed.median_s, peak)})  # fmt: skip
-        token = torch.randint(0, cfg.vocab, (1, 1), device=device)
-
-        def decode_step(cache: KVCache, model: Any = model, token: Any = token) -> Any:
-            return model(token, cache, logits="last")
-
-        decode_rows = []
-        for context in size.contexts:
-            empty = model.new_cache(batch=1, max_tokens=context + 1)
-            for buffer in empty.keys + empty.values:
-                buffer.uniform_(-1, 1)
-            timed = timing.time_callable(decode_step, [(KVCache(empty.keys, empty.values,
-                                                                tokens=context),)],
-                                         device, warmup=2, min_run_time=0.2 * size.run_time,
-                                         max_run_time=0.8 * size.run_time)
-            streams.append(ceilings.measure_bandwidth(device, True, size.stream_bytes))
-            moved = sum(memory.forward_bytes(cfg, 1, context=context, dtype=dtype,
-                                             logits="last").values())  # fmt: skip
-            decode_rows.append({"context": context, "seconds": timed.median_s,
-                                "iqr_s": timed.iqr_s, "bytes": moved})  # fmt: skip
-            del empty
+        prefill = phase_times.ttft_against_prompt(model, size.prompts, measured, dtype, device,
+                                                  run_time=size.run_time)  # fmt: skip
+        decode = phase_times.tpot_against_context(model, size.contexts, measured, dtype, device,
+                                                  run_time=size.run_time,
+                                                  stream_bytes=size.stream_bytes)  # fmt: skip
+        streams += decode.streams
+        prefill_rows = [{"prompt": r.prompt, "seconds": r.seconds,
+                         "iqr_s": prefill.spread[r.prompt], "flops": r.flops, "mfu": r.mfu}
+                        for r in prefill.rows]  # fmt: skip
+        decode_rows = [{"context": r.context, "seconds": r.seconds,
+                        "iqr_s": decode.spread[r.context], "bytes": r.bytes_moved}
+                       for r in decode.rows]  # fmt: skip
         results.append({"name": cfg.name, "layers": cfg.layers, "params": flops.param_count(cfg),
                         "weights_bytes": memory.weight_bytes(cfg, dtype), "prefill": prefill_rows,
                         "decode": decode_rows, "cfg": dataclasses.asdict(cfg)})  # fmt: skip

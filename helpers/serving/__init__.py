@@ -15,8 +15,17 @@ The package follows the rooms of a serving system:
 - ``metrics``: TTFT, TPOT, ITL, SLO attainment and goodput (``Result``);
 - ``planner``: chapter 9's search over deployments;
 - ``spec``: speculative decoding by rejection sampling;
-- ``studies``: experiments the chapters report (the vLLM KV study, a long prompt's stall,
-  by hand on a linear step model too, a prefix cache's TTFT, a prompt's KV handoff);
+- ``studies``: experiments the chapters report (the vLLM KV study and the paper beside it,
+  a long prompt's stall, by hand on a linear step model too, a prefix cache's TTFT, a
+  prompt's KV handoff);
+- ``batching_studies``: chapter 7's scheduling experiments (static against continuous
+  batching and their capacities, a static batch's padding, preemption);
+- ``request_timing``: chapter 6's requests on the decoder (one alone, timed token by token;
+  several on an engine that runs one pass at a time);
+- ``optimisations``: chapter 8's experiments on chunked prefill, prefix caching and
+  speculation at large batch, and ``disaggregation``: its pairs of chips at rising load
+  (goodputs, the engines at one rate) and queueing, each one call returning a record
+  (import their names from those modules);
 - ``fidelity``: the simulator against the real engine (``--fidelity``);
 - ``speed``: how fast the simulator runs (``python -m helpers.serving --speed``).
 
@@ -27,6 +36,15 @@ draws the same trace for the same seed. Every public name is importable from
 ``helpers.serving``.
 """
 
+from helpers.serving.batching_studies import (
+    PaddingCost,
+    PolicyRun,
+    PolicyStudy,
+    PreemptionStudy,
+    preemption_study,
+    static_padding_cost,
+    static_vs_continuous,
+)
 from helpers.serving.engine import roofline_engine, simulate, simulate_disaggregated
 from helpers.serving.kv import KVMemory, kv_capacity_tokens, kv_transfer_seconds
 from helpers.serving.metrics import Result, max_rate_under_slo
@@ -47,6 +65,12 @@ from helpers.serving.planner import (
     plan_serving,
     serve_config,
 )
+from helpers.serving.request_timing import (
+    OneAtATime,
+    OneRequest,
+    one_request,
+    serve_one_at_a_time,
+)
 from helpers.serving.scheduler import schedule_step
 from helpers.serving.spec import (
     greedy_verify,
@@ -65,9 +89,11 @@ from helpers.serving.steps import (
     WorstStall,
 )
 from helpers.serving.studies import (
+    KVUsageComparison,
     chunked_prefill,
     kv_handoff_study,
     kv_usage_study,
+    kv_usage_vs_paper,
     prefill_stall_study,
     prefix_cache_study,
 )
@@ -97,6 +123,19 @@ __all__ = [
     "kv_handoff_study",
     "max_rate_under_slo",
     "kv_usage_study",
+    "OneRequest",
+    "one_request",
+    "OneAtATime",
+    "serve_one_at_a_time",
+    "KVUsageComparison",
+    "kv_usage_vs_paper",
+    "PolicyRun",
+    "PolicyStudy",
+    "static_vs_continuous",
+    "PaddingCost",
+    "static_padding_cost",
+    "PreemptionStudy",
+    "preemption_study",
     "random_draft_pair",
     "spec_monte_carlo",
     "spec_tpot",

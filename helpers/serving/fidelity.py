@@ -25,6 +25,9 @@ step against none, 75 requests a load of ~96-token prompts in 192-token chunks a
 answers differed by 11% at the median draw and 21% at worst (16 draws); the default workload
 by 4% and 7% (16 draws). Each run measures this floor on its own traces (``jitter_floor``),
 so a miss can be read against what step jitter alone makes.
+
+``roofline_fidelity`` holds the roofline step model, without and with a per-step launch
+constant (``decoder.launches.launch_overhead``), against the same real runs (chapter 8).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,11 +45,15 @@ from helpers.measuring.machine import cpu_seconds, others_cores
 from helpers.serving.engine import simulate
 from helpers.serving.kv import KVMemory
 from helpers.serving.metrics import Result
-from helpers.serving.steps import FittedSteps, Step
+from helpers.serving.steps import FittedSteps, RooflineSteps, Step
 from helpers.serving.trace import poisson_trace
 
+if TYPE_CHECKING:
+    from helpers.decoder.launches import LaunchOverhead
+
 __all__ = ["LOADS", "METRICS", "KINDS", "fidelity_setup", "profile_steps", "predictive_model",
-           "fidelity", "requests_in", "report", "worst_error", "resimulate", "jitter_floor"]
+           "fidelity", "requests_in", "report", "worst_error", "resimulate", "jitter_floor",
+           "RooflineFidelity", "roofline_fidelity"]
 
 LOADS = (0.3, 0.6, 0.9)  # shares of the measured capacity
 METRICS = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90", "throughput")
@@ -305,6 +313,55 @@ def resimulate(run: dict, steps) -> float:
     memory = run["work"].memory()
     return _worst((run["rows"][share][0], figures(simulate(trace, steps, memory, **run["policy"])))
                   for share, trace in run["traces"].items())  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class RooflineFidelity:
+    """``roofline_fidelity``'s worst |sim/real - 1|: the roofline step model without
+    (``plain``) and with (``launched``) the launch constant of ``launch_s`` a step, and
+    the fitted models' (``predictive``, ``calibrated``), against the same real runs."""
+
+    plain: float
+    launched: float
+    launch_s: float
+    predictive: float
+    calibrated: float
+
+    @property
+    def narrows(self) -> bool:
+        """The launch constant brings the roofline closer to the real runs."""
+        return self.launched < self.plain
+
+    @property
+    def within(self) -> bool:
+        """With the constant, the roofline meets the ``TOLERANCE`` target."""
+        return self.launched <= TOLERANCE
+
+    def report(self) -> str:
+        gap = abs(self.plain - self.launched)
+        return (f"worst |sim/real - 1| against the real runs: roofline {self.plain:.1%}, "
+                f"roofline + {self.launch_s * 1e3:.2f} ms a step {self.launched:.1%}; fitted, "
+                f"predictive {self.predictive:.1%}, calibrated {self.calibrated:.1%}\n"
+                f"the launch constant {'narrows' if self.narrows else 'widens'} the roofline's "
+                f"worst error by {gap * 100:.1f} points ({gap / self.plain:.0%} of it); it "
+                f"{'brings it within' if self.within else 'leaves it outside'} the "
+                f"{TOLERANCE:.0%} target")  # fmt: skip
+
+
+def roofline_fidelity(run: dict, launch: LaunchOverhead) -> RooflineFidelity:
+    """The roofline simulator against a ``fidelity`` run's real runs (chapter 8): its
+    traces simulated again (``resimulate``) on the roofline of the device that served
+    them, without and with ``launch``'s per-step constant (a
+    ``decoder.launches.LaunchOverhead``: its model, measured chip, dtype and operators'
+    fixed cost a step), beside the fitted models' errors on the same runs. A roofline
+    step is a lower bound (no kernel reaches both ceilings), and the fitted models'
+    measured steps include every launch."""
+    def roofline(overhead: float) -> float:
+        return resimulate(run, RooflineSteps(launch.cfg, launch.chip, launch.dtype,
+                                             step_overhead_s=overhead))  # fmt: skip
+
+    return RooflineFidelity(roofline(0.0), roofline(launch.launch_s), launch.launch_s,
+                            worst_error(run, "predictive"), worst_error(run, "calibrated"))
 
 
 class _Jittered:

@@ -1,9 +1,13 @@
 """Experiments on the simulator that chapters 7 and 8 report and explore: the vLLM paper's
-KV-usage finding, a long prompt stalling a batch of decodes (on the simulator, and by hand
-on a linear step model), a prefix cache's TTFT, and a prompt's KV handoff between a prefill
-and a decode engine."""
+KV-usage finding (and the simulator's figures set against the paper's), a long prompt
+stalling a batch of decodes (on the simulator, and by hand on a linear step model), a prefix
+cache's TTFT, and a prompt's KV handoff between a prefill and a decode engine. Chapter 7's
+scheduling experiments (static against continuous batching, preemption) are in
+``batching_studies``."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -218,3 +222,84 @@ def kv_handoff_study(
         "decode_step_s": steps(Step((), decode_batch, decode_batch * prompt_tokens,
                                     decode_batch)),
     }  # fmt: skip
+
+
+# ------------------------------------------------------------- the vLLM paper, compared
+
+# The vLLM paper's Fig. 2: the share of KV memory holding real tokens per allocator, and the
+# share lost to "external fragmentation and others", which the simulator does not model.
+VLLM_TOKEN_SHARE = {"Orca (Max)": 0.204, "Orca (Pow2)": 0.268, "Orca (Oracle)": 0.382,
+                    "vLLM (paged)": 0.963}  # fmt: skip
+VLLM_EXTERNAL = {"Orca (Max)": 0.089, "Orca (Pow2)": 0.416, "Orca (Oracle)": 0.366}
+
+
+@dataclass(frozen=True)
+class KVUsageComparison:
+    """``kv_usage_study``'s table (allocator → token share, allocated share, throughput,
+    peak batch) beside the vLLM paper's Fig. 2 (``paper``: its token shares; ``external``:
+    what it lost to external fragmentation and others, per reservation allocator)."""
+
+    table: dict[str, dict[str, float]]
+    paper: dict[str, float]
+    external: dict[str, float]
+
+    @property
+    def gap(self) -> dict[str, float]:
+        """Simulator minus paper, token share per allocator (a fraction, not points)."""
+        return {name: row["token_share"] - self.paper[name] for name, row in self.table.items()}
+
+    @property
+    def same_order(self) -> bool:
+        """Whether the simulator ranks the allocators' token shares as the paper does."""
+        ranked = sorted(self.table, key=lambda name: self.table[name]["token_share"])
+        return ranked == sorted(self.paper, key=self.paper.get)
+
+    @property
+    def over_paper(self) -> dict[str, float]:
+        """Simulator over paper, token share, per reservation allocator."""
+        return {name: self.table[name]["token_share"] / self.paper[name]
+                for name in self.external}  # fmt: skip
+
+    @property
+    def inside(self) -> dict[str, float]:
+        """The paper's token share of the memory its external fragmentation left: the
+        figure the simulator, which models none, should be set against."""
+        return {name: self.paper[name] / (1 - lost) for name, lost in self.external.items()}
+
+    @property
+    def inside_gap(self) -> dict[str, float]:
+        """Simulator minus ``inside``, per reservation allocator."""
+        return {name: self.table[name]["token_share"] - share
+                for name, share in self.inside.items()}  # fmt: skip
+
+    def gain(self, key: str, over: str = "Orca (Max)", by: str = "vLLM (paged)") -> float:
+        """``by``'s ``key`` (``"throughput"``, ``"max_running"``) over ``over``'s."""
+        return self.table[by][key] / self.table[over][key]
+
+    def report(self) -> str:
+        """The table and the comparison with the paper, as chapter 7 §6 prints them."""
+        lines = [f"{'allocator':<15}{'real tokens':>12}{'allocated':>11}{'tokens/s':>10}"
+                 f"{'peak batch':>12}{'vLLM paper':>12}"]  # fmt: skip
+        for name, row in self.table.items():
+            lines.append(f"{name:<15}{row['token_share']:>12.1%}{row['allocated_share']:>11.1%}"
+                         f"{row['throughput']:>10,.0f}{row['max_running']:>12}"
+                         f"{self.paper[name]:>12.1%}")  # fmt: skip
+        lines.append("simulator minus paper: " + ", ".join(
+            f"{name} {gap * 100:+.1f} points" for name, gap in self.gap.items()))
+        lines.append(f"same order as the paper: {self.same_order}; simulator over paper: "
+                     + ", ".join(f"{name} ×{ratio:.2f}"
+                                 for name, ratio in self.over_paper.items()))  # fmt: skip
+        lines.append("the paper's shares without external fragmentation and others: " + ", ".join(
+            f"{name} {share:.1%} (simulator {self.inside_gap[name] * 100:+.1f} points)"
+            for name, share in self.inside.items()))
+        lines.append(f"paged vs max-length reservation: {self.gain('throughput'):.1f}× the "
+                     f"throughput, from {self.gain('max_running'):.1f}× the peak batch")
+        return "\n".join(lines)
+
+
+def kv_usage_vs_paper(**study: float) -> KVUsageComparison:
+    """``kv_usage_study`` (``study``: its arguments) set against the vLLM paper's Fig. 2
+    (chapter 7 §6): the gap per allocator, whether the order is the paper's, and the paper's
+    shares without the external fragmentation the simulator does not model."""
+    return KVUsageComparison(kv_usage_study(**study), dict(VLLM_TOKEN_SHARE),
+                             dict(VLLM_EXTERNAL))  # fmt: skip

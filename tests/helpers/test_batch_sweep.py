@@ -6,7 +6,7 @@ import torch
 
 from helpers.counting import hardware, latency, roofline
 from helpers.counting.models import ModelConfig
-from helpers.decoder.batch_sweep import DecodeSweep, decode_batch_sweep
+from helpers.decoder.batch_sweep import DecodeSweep, decode_batch_sweep, point_move
 from helpers.decoder.model import Decoder
 
 TINY = ModelConfig(name="tiny-gqa", model_type="qwen2", hidden=64, intermediate=96, layers=2,
@@ -105,3 +105,51 @@ def test_a_batch_out_of_memory_ends_the_sweep_only_when_asked():
         with pytest.raises(RuntimeError, match="no batch ran: batch"):
             decode_batch_sweep(model, [huge], 8, hw, "fp32", "cpu",
                                stop_when_out_of_memory=True)  # fmt: skip
+
+
+# ----- what section 2 reads off the record: throughput, and the figure's moves -----------------
+
+
+def test_throughput_readings_follow_the_step_times():
+    sweep = synthetic({1: 0.010, 2: 0.011, 4: 0.030, 8: 0.040})
+    assert sweep.tokens_per_s == {1: 100.0, 2: 2 / 0.011, 4: 4 / 0.030, 8: 200.0}
+    assert sweep.throughput_gain == pytest.approx(2.0) and sweep.tpot_rise == pytest.approx(4.0)
+    # 8 (200/s) beats 2 (181.8/s), which beats 4 (133.3/s) and 1 (100/s)
+    assert sweep.by_throughput == [8, 2, 4, 1]
+    assert sweep.runner_up_behind == pytest.approx(1 - (2 / 0.011) / 200)
+    assert synthetic({1: 0.010}).runner_up_behind is None
+    assert synthetic({1: 0.010, 2: 0.02}).over_roofline == {1: 1.0, 2: 1.0}
+
+
+def test_a_point_moves_up_right_or_diagonally_by_its_larger_factor():
+    flat = point_move({1: 0.010, 2: 0.010}, 1, 2)  # step flat: throughput doubles
+    assert (flat.tpot_rise, flat.rate_rise, flat.way) == (1.0, 2.0, "up")
+    assert flat.margin == pytest.approx(1.0)
+    steep = point_move({1: 0.010, 2: 0.020}, 1, 2)  # step doubles: throughput flat
+    assert steep.way == "right"
+    # TPOT × 1.4 and throughput × 2/1.4 = 1.43: within 10% of each other
+    close = point_move({1: 0.010, 2: 0.014}, 1, 2)
+    assert close.margin == pytest.approx((2 / 1.4) / 1.4 - 1) and close.way == "diagonal"
+    assert point_move({1: 0.010, 2: 0.014}, 1, 2, band=0.01).way == "up"
+
+
+def test_moves_score_the_steps_that_are_not_diagonal_and_name_those_astray():
+    """Roofline: up, up, right; measured: up, diagonal, up. Two steps scored, one astray."""
+    predicted = {1: 0.010, 2: 0.010, 4: 0.010, 8: 0.020}
+    measured = {1: 0.010, 2: 0.011, 4: 0.0155, 8: 0.016}
+    sweep = DecodeSweep("synthetic", "fp32", 64, 1, measured, predicted)
+    moves = sweep.moves()
+    assert [(s.a, s.b) for s in moves.steps] == [(1, 2), (2, 4), (4, 8)]
+    assert [s.roofline.way for s in moves.steps] == ["up", "up", "right"]
+    assert [s.measured.way for s in moves.steps] == ["up", "diagonal", "up"]
+    assert [(s.a, s.b) for s in moves.scored] == [(1, 2), (4, 8)]
+    assert [(s.a, s.b) for s in moves.astray] == [(4, 8)] and moves.agreeing == 1
+    assert [(s.a, s.b) for s in moves.diagonal] == [(2, 4)]
+    table = moves.table().splitlines()
+    assert len(table) == 1 + 3 + 1 and table[1].startswith("   1 → 2  ")
+    assert table[-1] == ("the measured points move the roofline's way in 1 of 2 scored steps; "
+                         "not at 4 → 8; diagonal (margin within 10%), not scored: 2 → 4")
+    # a band of 0: nothing diagonal, every step scored
+    assert len(sweep.moves(band=0.0).scored) == 3
+    with pytest.raises(ValueError, match="band"):
+        sweep.moves(band=1.5)

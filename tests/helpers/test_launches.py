@@ -111,3 +111,49 @@ def test_decode_step_ops_rejects_bad_input():
     for kwargs in ({"batch": 0}, {"context": -1}, {"block_size": 0}):
         with pytest.raises(ValueError):
             launches.decode_step_ops(model, **kwargs)
+
+
+# ------------------------------------------------------- chapter 8's launch experiment
+
+
+@pytest.fixture(scope="module")
+def measured_step():
+    """One launch_overhead record (it measures this CPU's roofline: a couple of seconds)."""
+    from helpers.serving import LinearSteps
+
+    model = random_decoder(launches.same_ops_config(dataclasses.replace(QWEN_05B, layers=2)))
+    fitted = LinearSteps(fixed=1e-3, per_token=2e-5, per_context=3e-8)
+    return model, fitted, launches.launch_overhead(model, batch=3, context=40, fitted=fitted)
+
+
+def test_launch_overhead_counts_times_and_sets_the_roofline_beside_them(measured_step):
+    from helpers.counting.latency import decode_step_time
+    from helpers.serving import RooflineSteps, Step
+
+    model, fitted, overhead = measured_step
+    assert overhead.cfg == model.cfg and (overhead.batch, overhead.context) == (3, 40)
+    assert overhead.ops == launches.decode_step_ops(model, batch=3, context=40)
+    assert overhead.launch_s == overhead.ops.total * overhead.per_op.median_s > 0
+    assert overhead.dtype == "fp32" and overhead.chip.peak("fp32") > 0
+    assert overhead.per_op.device == "cpu"
+    step = Step((), 3, 3 * 40, 3)
+    assert overhead.roofline_s == decode_step_time(model.cfg, overhead.chip, 3, 40, "fp32")
+    # the serving simulator's roofline step model gives the same decode step
+    assert overhead.roofline_s == pytest.approx(
+        RooflineSteps(model.cfg, overhead.chip, "fp32")(step), rel=1e-12)
+    assert overhead.fitted_s == pytest.approx(fitted(step), rel=1e-12)
+    lines = overhead.report().split("\n")
+    assert len(lines) == 3 and lines[0].startswith("a decode step of 3 sequences, 40 tokens")
+    assert lines[2].endswith(f"its fitted time {overhead.fitted_s * 1e3:.2f} ms")
+    plain = dataclasses.replace(overhead, fitted_s=None)
+    assert "fitted" not in plain.report()
+
+
+def test_launch_overhead_refuses_bad_input_before_measuring():
+    model = random_decoder(launches.same_ops_config(dataclasses.replace(QWEN_05B, layers=1)))
+    for kwargs, name in (({"batch": 0, "context": 8}, "batch"),
+                         ({"batch": 1, "context": -1}, "context")):  # fmt: skip
+        with pytest.raises(ValueError, match=name):
+            launches.launch_overhead(model, **kwargs)
+    with pytest.raises(ValueError, match="no roofline dtype"):
+        launches.launch_overhead(model.to(torch.float64), batch=1, context=8)

@@ -99,3 +99,44 @@ def test_a_bad_jitter_is_refused(bad):
 
     with pytest.raises(ValueError, match="jitter"):
         fidelity.jitter_floor(_jitter_run(), bad)
+
+
+def _launch(overhead_s):
+    """A LaunchOverhead by hand (no measuring): an operator count and cost whose product is
+    ``overhead_s``, on the H100's datasheet roofline."""
+    import collections
+
+    from helpers.decoder.launches import LaunchOverhead, StepOps
+    from helpers.measuring.timing import Timing
+
+    ops = StepOps(collections.Counter({"aten::add": 10}), collections.Counter({"aten::mm": 90}))
+    per_op = Timing(overhead_s / 100, 0.0, overhead_s / 100, overhead_s / 100, 5, 1, "cpu", 1)
+    return LaunchOverhead(QWEN, 1, 96, ops, per_op, H100, "bf16", 1e-3)
+
+
+def test_roofline_fidelity_sets_the_roofline_with_and_without_launches_beside_the_fits():
+    from helpers.serving import fidelity, poisson_trace
+
+    work = fidelity.Workload(requests=40)
+    policy = dict(policy="chunked", max_batch=work.max_batch, token_budget=work.token_budget)
+    traces = {0.5: poisson_trace(40, 20.0, 96, 24, seed=3)}
+    truth = RooflineSteps(QWEN, H100, step_overhead_s=OVERHEAD)
+
+    def figures(model):
+        return fidelity.figures(simulate(traces[0.5], model, work.memory(), **policy))
+
+    real = figures(truth)  # the "real" runs: the roofline plus OVERHEAD a step
+    run = {"rows": {0.5: (real, figures(RooflineSteps(QWEN, H100)), 0, 0)},
+           "predicted": {0.5: (figures(truth), 0)},
+           "traces": traces, "work": work, "policy": policy}  # fmt: skip
+    exact = fidelity.roofline_fidelity(run, _launch(OVERHEAD))
+    assert exact.launch_s == pytest.approx(OVERHEAD, rel=1e-12)
+    assert exact.plain == fidelity.resimulate(run, RooflineSteps(QWEN, H100)) > 0
+    assert exact.launched == pytest.approx(0.0, abs=1e-9)
+    assert (exact.predictive, exact.calibrated) == (0.0, fidelity.worst_error(run))
+    assert exact.narrows and exact.within
+    assert "narrows" in exact.report() and "brings it within the 15% target" in exact.report()
+    # a constant far larger than the real one: the roofline misses by more than without it
+    wide = fidelity.roofline_fidelity(run, _launch(100 * OVERHEAD))
+    assert not wide.narrows and not wide.within
+    assert "widens" in wide.report() and "leaves it outside" in wide.report()
