@@ -39,6 +39,7 @@ __all__ = [
     "forward_bytes",
     "max_concurrent_sequences",
     "longest_context",
+    "config_longest_context",
 ]
 
 DTYPE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
@@ -128,6 +129,28 @@ def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "
     return batch * cached_tokens(cfg, tokens) * kv_bytes_per_token(cfg, dtype)
 
 
+def _config_layers(config: Mapping) -> tuple[int, int, int, int | None]:
+    """How a Hugging Face ``config.json`` dict's cache grows (``config_kv_cache_bytes`` says
+    how its fields are read): values one token adds to one layer, full layers, sliding
+    layers, and the window (None if no layer slides or the file's window is turned off)."""
+    layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
+    kv_heads = positive_int(config.get("num_key_value_heads") or heads, "num_key_value_heads")
+    head_dim = positive_int(config.get("head_dim") or config["hidden_size"] // heads, "head_dim")
+    window = None if config.get("use_sliding_window") is False else config.get("sliding_window")
+    kinds = config.get("layer_types") or [
+        "full_attention" if window is None else "sliding_attention"] * layers
+    if len(kinds) != layers:
+        raise ValueError(f"layer_types names {len(kinds)} layers, the model has {layers}")
+    for kind in kinds:
+        one_of(kind, ("full_attention", "sliding_attention"), "a layer type")
+    sliding = list(kinds).count("sliding_attention")
+    if sliding and window is None:
+        raise ValueError("a sliding_attention layer needs sliding_window")
+    if sliding:
+        positive_int(window, "sliding_window")
+    return 2 * kv_heads * head_dim, layers - sliding, sliding, window
+
+
 def config_kv_cache_bytes(
     config: Mapping, tokens: int, batch: int = 1, dtype: str = "bf16"
 ) -> int:
@@ -144,21 +167,9 @@ def config_kv_cache_bytes(
     """
     non_negative_int(tokens, "tokens")
     positive_int(batch, "batch")
-    layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads") or heads
-    head_dim = config.get("head_dim") or config["hidden_size"] // heads
-    window = None if config.get("use_sliding_window") is False else config.get("sliding_window")
-    kinds = config.get("layer_types") or [
-        "full_attention" if window is None else "sliding_attention"] * layers
-    if len(kinds) != layers:
-        raise ValueError(f"layer_types names {len(kinds)} layers, the model has {layers}")
-    kept = 0
-    for kind in kinds:
-        one_of(kind, ("full_attention", "sliding_attention"), "a layer type")
-        if kind == "sliding_attention" and window is None:
-            raise ValueError("a sliding_attention layer needs sliding_window")
-        kept += tokens if kind == "full_attention" else min(tokens, window)
-    return _bytes(batch * kept * 2 * kv_heads * head_dim, dtype)
+    width, full, sliding, window = _config_layers(config)
+    kept = full * tokens + (sliding * min(tokens, window) if sliding else 0)
+    return _bytes(batch * kept * width, dtype)
 
 
 def linear_bytes(m: int, k: int, n: int, dtype: str = "bf16") -> int:
@@ -332,6 +343,42 @@ def max_concurrent_sequences(
     return int(free // (kv_bytes_per_token(cfg, kv_dtype) * cached_tokens(cfg, context)))
 
 
+def _longest_context(
+    memory_bytes: float,
+    weights: float,
+    users: int,
+    max_context: int,
+    full_bits: int,
+    sliding_bits: int,
+    window: int | None,
+) -> int:
+    """The one implementation of ``longest_context`` and ``config_longest_context``: the
+    longest context c ≤ ``max_context`` at which ``users`` sequences fit beside ``weights``
+    when one sequence of c tokens holds ``full_bits`` · c + ``sliding_bits`` · min(c,
+    ``window``) bits of cache, the batch's total rounded up to whole bytes.
+
+    That cache is piecewise linear in c: every layer grows up to the window, only the full
+    layers past it, none at all if every layer slides. Each piece is inverted in closed form,
+    so any ``max_context`` takes the same few operations."""
+    positive_int(users, "users")
+    positive_int(max_context, "max_context")
+    if not memory_bytes > 0:
+        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
+    if not weights >= 0:
+        raise ValueError(f"weights must be >= 0, got {weights!r}")
+    # ⌈users · bits / 8⌉ ≤ ⌊free⌋ exactly when bits ≤ ⌊8 ⌊free⌋ / users⌋ (bits is whole):
+    # a budget in bits per sequence, in integers, so no boundary is lost to a float
+    budget = 8 * math.floor(memory_bytes - weights) // users
+    growth = full_bits + sliding_bits  # bits a token adds while every layer still grows
+    if window is None or window * growth > budget:
+        longest = budget // growth  # the budget runs out before the window
+    elif full_bits == 0:
+        return max_context  # every layer slides: no cache grows past the window
+    else:
+        longest = (budget - sliding_bits * window) // full_bits  # the full layers alone grow
+    return max(0, min(max_context, longest))
+
+
 def longest_context(
     cfg: ModelConfig,
     memory_bytes: float,
@@ -341,21 +388,37 @@ def longest_context(
     kv_dtype: str = "bf16",
 ) -> int:
     """The longest context, at most ``max_context``, at which ``users`` sequences each fit
-    their KV cache (in ``kv_dtype``) in ``memory_bytes`` beside ``weights`` bytes of weights
-    however stored (``weight_bytes``, ``int4_checkpoint_bytes``) (chapter 2):
-    ⌊(memory − weights) / (users · κ)⌋, or ``max_context`` when a sliding window caps every
-    sequence's cache within the memory; 0 if the weights leave no room for one token each."""
-    positive_int(users, "users")
-    positive_int(max_context, "max_context")
-    if not memory_bytes > 0:
-        raise ValueError(f"memory_bytes must be positive, got {memory_bytes!r}")
-    free = memory_bytes - weights
-    per_token = users * kv_bytes_per_token(cfg, kv_dtype)
-    if free <= 0:
-        return 0
-    if cfg.sliding_window is not None and cfg.sliding_window * per_token <= free:
-        return max_context
-    return min(max_context, int(free // per_token))
+    their KV cache (in ``kv_dtype``, sized as ``kv_cache_bytes`` sizes it) in
+    ``memory_bytes`` beside ``weights`` bytes of weights however stored (``weight_bytes``,
+    ``int4_checkpoint_bytes``) (chapter 2): ⌊(memory − weights) / (users · κ)⌋, or
+    ``max_context`` when a sliding window caps every sequence's cache within the memory; 0
+    if the weights leave no room for one token each. ``config_longest_context`` reads a
+    ``config.json`` instead, whose layers may mix windows."""
+    kappa_bits = 8 * kv_bytes_per_token(cfg, kv_dtype)  # κ whole, as kv_cache_bytes counts it
+    slides = cfg.sliding_window is not None
+    return _longest_context(memory_bytes, weights, users, max_context,
+                            0 if slides else kappa_bits, kappa_bits if slides else 0,
+                            cfg.sliding_window)  # fmt: skip
+
+
+def config_longest_context(
+    config: Mapping,
+    memory_bytes: float,
+    weights: float,
+    users: int,
+    max_context: int,
+    kv_dtype: str = "bf16",
+) -> int:
+    """``longest_context`` for a Hugging Face ``config.json`` dict (chapter 2, Exercise 3):
+    the longest context, at most ``max_context``, at which ``users`` sequences fit their KV
+    caches, sized as ``config_kv_cache_bytes`` sizes them (the batch's total rounded up),
+    beside ``weights`` bytes in ``memory_bytes``; 0 if not one token each fits. Up to the
+    window every layer grows, past it only the full layers (gpt-oss-20b's half), and no
+    cache grows past it if every layer slides: then any context fits once the window does."""
+    width, full, sliding, window = _config_layers(config)
+    bits = width * _bits(kv_dtype)  # one token in one layer
+    return _longest_context(memory_bytes, weights, users, max_context,
+                            full * bits, sliding * bits, window)  # fmt: skip
 
 
 def kv_blocks(tokens: int, block_size: int) -> int:

@@ -26,17 +26,23 @@ def without_markers(solution: str) -> str:
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    """bob hands in the model solution, ann the same renamed, cat the library's function
-    pasted with its module's names (and its input check written out: the library's is not
-    among this exercise's tools, so it is a stub), dan the release as handed out."""
+    """bob hands in the model solution, ann the same renamed, cat the library's
+    ``config_longest_context`` pasted as the answer, with the private functions it calls and
+    its module's names (and its input check written out: the library's is not among this
+    exercise's tools, so it is a stub), dan the release as handed out."""
     course_dir = tmp_path_factory.mktemp("course")
     release = release_of(RELEASE, CHAPTER)
     solution = without_markers(solutions_of(SOURCE, CHAPTER)[ANSWER])
-    renamed = (solution.replace("free", "spare").replace("per_token", "each_token")
-               .replace("kv_bytes_each_token", "kv_bytes_per_token")  # the library's name
-               .replace("# one token of every user", "# all of them"))
-    pasted = ("from helpers.counting.memory import *\n\n\ndef positive_int(value, name):\n"
-              "    return value\n\n\n" + inspect.getsource(memory.longest_context))  # fmt: skip
+    renamed = (solution.replace("free", "spare").replace("budget", "allowance")
+               .replace("layer_bits", "bits_per_layer")
+               .replace("# every layer grows with each token", "# all layers still grow"))
+    library = (memory._config_layers, memory._longest_context, memory.config_longest_context)
+    pasted = ("import math\nfrom collections.abc import Mapping\n\n"
+              "from helpers.counting.memory import *\n"
+              "from helpers.counting.memory import _bits, one_of\n\n\n"
+              "def positive_int(value, name):\n    return value\n\n\n"
+              + "\n\n".join(inspect.getsource(f) for f in library)
+              .replace("def config_longest_context(", "def longest_context("))  # fmt: skip
     for student, answer in (("bob", solution), ("ann", renamed), ("cat", pasted)):
         submit(course_dir, student, CHAPTER, fill(release, {ANSWER: answer}))
     submit(course_dir, "dan", CHAPTER, release)
@@ -56,16 +62,17 @@ def test_copies_are_flagged_with_what_they_match(batch):
     flags = {s: copy_flags(r) for s, r in batch["flagged"].items()}
     assert len(flags["ann"]) == 1 and f"{ANSWER} matches student:bob's {ANSWER}" in flags["ann"][0]
     assert len(flags["bob"]) == 1 and f"{ANSWER} matches student:ann's {ANSWER}" in flags["bob"][0]
-    assert any(f"{ANSWER} matches helpers.counting.memory.longest_context" in f
+    assert any(f"{ANSWER} matches helpers.counting.memory._longest_context" in f
                for f in flags["cat"])  # fmt: skip
     assert flags["dan"] == []  # the release as handed out matches nothing
 
 
 def test_a_flag_alone_changes_no_score(batch):
-    bob = {q.grade_id: q for q in batch["flagged"]["bob"].questions}
-    ann = {q.grade_id: q for q in batch["flagged"]["ann"].questions}
-    assert bob[TEST].status == ann[TEST].status == "passed"
-    assert bob[TEST].score == ann[TEST].score == bob[TEST].points > 0
+    """The copies all pass: the pasted library answers the exercise, and is still flagged."""
+    scored = {s: {q.grade_id: q for q in r.questions} for s, r in batch["flagged"].items()}
+    for student in ("ann", "bob", "cat"):
+        assert scored[student][TEST].status == "passed", student
+        assert scored[student][TEST].score == scored[student][TEST].points > 0
 
 
 def test_copied_zero_scores_the_matched_question_0_with_a_reason(batch):
@@ -84,7 +91,7 @@ def test_the_student_never_reads_a_copy_flag_and_the_instructor_does(batch):
                                                         batch["assignment"])))  # fmt: skip
     by_student = {row["student"]: row for row in rows}
     assert "matches student:bob's" in by_student["ann"]["flags"]
-    assert "matches helpers.counting.memory.longest_context" in by_student["cat"]["flags"]
+    assert "matches helpers.counting.memory._longest_context" in by_student["cat"]["flags"]
 
 
 def test_a_bad_copied_value_is_named():

@@ -1,5 +1,7 @@
 """Byte counts: dtypes, weights, KV cache, activation traffic."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -191,6 +193,119 @@ def test_longest_context_inverts_the_capacity():
     assert memory.longest_context(llama70, h100, memory.weight_bytes(llama70), 1, 1024) == 0
     qwen = models.get("Qwen2.5-7B")
     assert memory.longest_context(qwen, h100, memory.weight_bytes(qwen), 1, 1000) == 1000
+
+
+def _searched(sizes: list[int], free: float) -> int:
+    """The longest context by brute force: the last c whose cache fits (0 if none does)."""
+    return max((c for c, size in enumerate(sizes) if c and size <= free), default=0)
+
+
+SMALL_CONFIGS = {  # tiny widths, so a few hundred tokens cross every boundary
+    "mixed": {"hidden_size": 12, "num_hidden_layers": 5, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 3, "sliding_window": 7,
+              "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                              "sliding_attention", "full_attention"]},
+    "all sliding": {"hidden_size": 8, "num_hidden_layers": 3, "num_attention_heads": 2,
+                    "num_key_value_heads": 1, "head_dim": 5, "sliding_window": 11},
+    "no window": {"hidden_size": 9, "num_hidden_layers": 2, "num_attention_heads": 3},
+    "window turned off": {"hidden_size": 8, "num_hidden_layers": 3, "num_attention_heads": 4,
+                          "num_key_value_heads": 1, "sliding_window": 4,
+                          "use_sliding_window": False},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
+@pytest.mark.parametrize("dtype", ["int4", "fp8", "bf16", "fp32"])
+@pytest.mark.parametrize("users", [1, 3, 7])
+def test_config_longest_context_is_the_search_it_replaces(name, dtype, users):
+    """The closed form (the cache inverted piece by piece) gives what trying every context
+    with config_kv_cache_bytes gives: inside the window, at it, past it, at the limit."""
+    config, limit, weights = SMALL_CONFIGS[name], 60, 1000
+    sizes = [memory.config_kv_cache_bytes(config, c, users, dtype) for c in range(limit + 1)]
+    for free in (*range(-3, 400), *(size + d for size in sizes for d in (-1, 0, 1))):
+        memory_bytes = weights + free
+        if memory_bytes <= 0:
+            continue
+        got = memory.config_longest_context(config, memory_bytes, weights, users, limit, dtype)
+        assert got == _searched(sizes, free), (free, got)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int8", "bf16"])
+def test_longest_context_is_the_search_it_replaces(dtype):
+    """The preset form sizes caches as kv_cache_bytes does, κ whole per token: a latent
+    cache of 5 values a token in int4 takes 3 bytes, not 2.5."""
+    latent = ModelConfig(name="odd-latent", model_type="deepseek_v2", hidden=16,
+                         intermediate=32, layers=1, n_q_heads=2, n_kv_heads=2, head_dim=8,
+                         vocab=50, tied_embeddings=False, qkv_bias=False, kv_lora_rank=3,
+                         qk_rope_head_dim=2, qk_nope_head_dim=6, v_head_dim=8)  # fmt: skip
+    windowed = dataclasses.replace(models.get("Mistral-7B-v0.1"), sliding_window=9)
+    for cfg, users in ((latent, 1), (latent, 4), (windowed, 2), (models.get("Qwen2.5-7B"), 3)):
+        sizes = [memory.kv_cache_bytes(cfg, c, users, dtype) if c else 0 for c in range(41)]
+        for free in sorted({*range(0, 60), *(s + d for s in sizes for d in (-1, 0, 1))}):
+            if free < 0:
+                continue
+            got = memory.longest_context(cfg, 10**6 + free, 10**6, users, 40, dtype)
+            assert got == _searched(sizes, free), (cfg.name, free, got)
+    assert memory.kv_bytes_per_token(latent, "int4") == 3
+
+
+def test_one_implementation_serves_presets_and_configs():
+    """A preset and its config.json give the same context, window or none; a mixed model
+    gets more than one κ of all its layers would give it, and the closed form answers at
+    once however long the limit."""
+    from helpers.counting import hardware
+
+    h100 = hardware.get("H100 SXM").memory_bytes
+    mistral = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "sliding_window": 4096}  # fmt: skip
+    qwen = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+            "num_key_value_heads": 4, "sliding_window": 131072,
+            "use_sliding_window": False}  # fmt: skip
+    for config, name in ((mistral, "Mistral-7B-v0.1"), (qwen, "Qwen2.5-7B")):
+        cfg = models.get(name)
+        for users, cache in ((8, "bf16"), (1000, "fp8"), (3, "int4")):
+            args = (h100, memory.weight_bytes(cfg), users, 10**7, cache)
+            assert memory.config_longest_context(config, *args) == memory.longest_context(
+                cfg, *args)  # fmt: skip
+    assert memory.config_longest_context(mistral, h100, 10**10, 8, 10**12) == 10**12
+    one_kappa = (h100 - 10**10) // (64 * 24 * 2 * 8 * 64 * 2)
+    longest = memory.config_longest_context(GPT_OSS_20B, h100, 10**10, 64, 10**12)
+    assert longest > 1.9 * one_kappa
+    assert memory.config_kv_cache_bytes(GPT_OSS_20B, longest, 64) <= h100 - 10**10
+    assert memory.config_kv_cache_bytes(GPT_OSS_20B, longest + 1, 64) > h100 - 10**10
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [((10**9, 0, 0, 100, "bf16"), "users must be a positive int"),
+     ((10**9, 0, True, 100, "bf16"), "users must be a positive int"),
+     ((10**9, 0, 2, 0, "bf16"), "max_context must be a positive int"),
+     ((10**9, 0, 2, 10.0, "bf16"), "max_context must be a positive int"),
+     ((0, 0, 2, 100, "bf16"), "memory_bytes must be positive"),
+     ((10**9, -1, 2, 100, "bf16"), "weights must be >= 0"),
+     ((10**9, 0, 2, 100, "fp6"), "dtype must be one of")],
+)  # fmt: skip
+def test_longest_context_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        memory.config_longest_context(GPT_OSS_20B, *args)
+    with pytest.raises(ValueError, match=message):
+        memory.longest_context(models.get("Mistral-7B-v0.1"), *args)
+
+
+def test_config_longest_context_bad_config():
+    args = (10**9, 0, 2, 100)
+    with pytest.raises(ValueError, match="layer_types names 2 layers, the model has 24"):
+        memory.config_longest_context({**GPT_OSS_20B, "layer_types": ["full_attention"] * 2},
+                                      *args)  # fmt: skip
+    with pytest.raises(ValueError, match="needs sliding_window"):
+        memory.config_longest_context({**GPT_OSS_20B, "sliding_window": None}, *args)
+    with pytest.raises(ValueError, match="a layer type must be one of"):
+        memory.config_longest_context({**GPT_OSS_20B, "layer_types": ["local"] * 24}, *args)
+    with pytest.raises(ValueError, match="sliding_window must be a positive int"):
+        memory.config_longest_context({**GPT_OSS_20B, "sliding_window": 0}, *args)
+    with pytest.raises(ValueError, match="head_dim must be a positive int"):
+        memory.config_longest_context({**GPT_OSS_20B, "head_dim": None, "hidden_size": 32},
+                                      *args)  # fmt: skip
 
 
 def test_kv_dtype_or_is_the_one_default_of_the_cache_dtype():

@@ -176,92 +176,197 @@ def config_cache_bytes(config, tokens, batch, dtype):
 }
 
 LONGEST_CONTEXT = {
-    "sliding window ignored": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    "one kappa for every layer at every length (the window ignored)": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    kappa = (config["num_hidden_layers"] * 2 * kv_heads * head_dim
+             * memory.dtype_bytes(kv_dtype))
     free = memory_bytes - weights
     if free <= 0:
         return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    return min(max_context, int(free // per_token))
+    return min(max_context, int(free // (users * kappa)))
 ''',
-    "a window that fits gives the window, not any length": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    "a window on any layer caps every layer's cache": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kappa = (config["num_hidden_layers"] * 2 * kv_heads * head_dim
+             * memory.dtype_bytes(kv_dtype))
     free = memory_bytes - weights
     if free <= 0:
         return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    longest = int(free // per_token)
-    if cfg.sliding_window is not None:
-        longest = min(longest, cfg.sliding_window)
-    return min(max_context, longest)
-''',
-    "users forgotten": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
-    free = memory_bytes - weights
-    if free <= 0:
-        return 0
-    per_token = memory.kv_bytes_per_token(cfg, kv_dtype)
-    window = cfg.sliding_window
-    if window is not None and window * per_token <= free:
+    if window is not None and window * users * kappa <= free:
         return max_context
-    return min(max_context, int(free // per_token))
+    return min(max_context, int(free // (users * kappa)))
 ''',
-    "not capped at the model's limit": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    "past the window only the full layers counted, the window's bytes forgotten": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
     free = memory_bytes - weights
     if free <= 0:
         return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    window = cfg.sliding_window
-    if window is not None and window * per_token <= free:
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
         return max_context
-    return int(free // per_token)
+    return min(max_context, int(free // (full * per_layer)))
+''',
+    "the tokens past the window returned, not the context": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
+        return max_context
+    return min(max_context, int((free - window * len(kinds) * per_layer) // (full * per_layer)))
+''',
+    "use_sliding_window ignored": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
+        return max_context
+    rest = free - window * len(kinds) * per_layer
+    return min(max_context, window + int(rest // (full * per_layer)))
+''',
+    "strictly less than the free memory (< for <=)": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
+    free = memory_bytes - weights - 1  # the caches must stay under the memory
+    if free <= 0:
+        return 0
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
+        return max_context
+    rest = free - window * len(kinds) * per_layer
+    return min(max_context, window + int(rest // (full * per_layer)))
+''',
+    "an int4 value taken as a whole byte": '''
+import math
+
+
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    size = math.ceil(memory.dtype_bytes(kv_dtype))  # whole bytes per value
+    per_layer = users * 2 * kv_heads * head_dim * size
+    free = memory_bytes - weights
+    if free <= 0:
+        return 0
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
+        return max_context
+    rest = free - window * len(kinds) * per_layer
+    return min(max_context, window + int(rest // (full * per_layer)))
 ''',
     "negative when the weights do not fit": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
     free = memory_bytes - weights
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    window = cfg.sliding_window
-    if window is not None and window * per_token <= free:
+    if window is None or window * len(kinds) * per_layer > free:
+        return min(max_context, int(free // (len(kinds) * per_layer)))
+    if full == 0:
         return max_context
-    return min(max_context, int(free // per_token))
+    rest = free - window * len(kinds) * per_layer
+    return min(max_context, window + int(rest // (full * per_layer)))
 ''',
-    "rounded up": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
+    "not capped at the model's limit": '''
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    kinds = config.get("layer_types") or (
+        ["full_attention" if window is None else "sliding_attention"]
+        * config["num_hidden_layers"])
+    full = kinds.count("full_attention")
+    per_layer = users * 2 * kv_heads * head_dim * memory.dtype_bytes(kv_dtype)
     free = memory_bytes - weights
     if free <= 0:
         return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    window = cfg.sliding_window
-    if window is not None and window * per_token <= free:
+    if window is None or window * len(kinds) * per_layer > free:
+        return int(free // (len(kinds) * per_layer))
+    if full == 0:
         return max_context
-    return min(max_context, int(-(-free // per_token)))
-''',
-    "cache in bf16 whatever kv_dtype": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
-    free = memory_bytes - weights
-    if free <= 0:
-        return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, "bf16")
-    window = cfg.sliding_window
-    if window is not None and window * per_token <= free:
-        return max_context
-    return min(max_context, int(free // per_token))
-''',
-    "a window that exactly fits taken as not fitting (< for <=)": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
-    free = memory_bytes - weights
-    if free <= 0:
-        return 0
-    per_token = users * memory.kv_bytes_per_token(cfg, kv_dtype)
-    window = cfg.sliding_window
-    if window is not None and window * per_token < free:
-        return max_context
-    return min(max_context, int(free // per_token))
+    rest = free - window * len(kinds) * per_layer
+    return window + int(rest // (full * per_layer))
 ''',
     "visible answers hard-coded": '''
-def longest_context(cfg, memory_bytes, weights, users, max_context, kv_dtype):
-    return 8325 if users == 64 else 50860
+def longest_context(config, memory_bytes, weights, users, max_context, kv_dtype):
+    return 45_711 if config.get("layer_types") else 8325  # gpt-oss-20b; Llama-3.1-8B
 ''',
 }
 
