@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.counting import flops, latency, memory, roofline
+from helpers.counting._validate import positive_int
 from helpers.counting.models import ModelConfig
 from helpers.counting.roofline import RooflineTime
 from helpers.decoder.kv_cache import KVCache
@@ -37,7 +38,7 @@ from helpers.measuring.timing import CacheDefeat
 __all__ = ["FAR", "PrefillRow", "PrefillStep", "PrefillCurve", "DecodeRow", "DecodeCurve",
            "MatmulsAlone", "weights_flush_plan", "weights_flush", "unflushed_note",
            "within_spread", "ttft_against_prompt", "tpot_against_context", "weight_matrices",
-           "matmuls_alone"]  # fmt: skip
+           "matmuls_alone", "decode_step_at"]  # fmt: skip
 
 FAR = 1.5  # a step's growth more than 1.5× away from the roofline's, either way, is "far"
 RAISED = 1.01  # a bandwidth ceiling more than 1% above the one before it was raised
@@ -369,9 +370,12 @@ class DecodeCurve:
                      + ("the cache's bytes" if attention.bound == "memory" else
                         "attention's FLOPs at the FLOP ceiling, faster than its bytes at the "
                         "bandwidth"))
-        verdict = ("within the spread of the bytes' growth: no difference shown"
-                   if self.growth_verdict == "within" else
-                   f"{self.growth_verdict} than the bytes' growth, beyond the spread")
+        verdict = {"within": "within the spread of the bytes' growth: no difference shown",
+                   "more": "more than the bytes' growth, beyond the spread",
+                   "less": "less than the bytes' growth, beyond the spread"
+                           + (": TPOT fell while the bytes grew, so the contexts met different "
+                              "moments of a machine whose speed drifts, and this curve prices "
+                              "no cache byte" if self.grown_s < 0 else "")}[self.growth_verdict]
         lines.append(f"in ms: TPOT grows {self.grown_s * 1e3:+.2f}, the bytes at context "
                      f"{first.context}'s rate {self.by_bytes_s * 1e3:+.2f}, spread (two IQRs) "
                      f"{self.growth_spread_s * 1e3:.2f}: {verdict}")
@@ -417,22 +421,11 @@ def tpot_against_context(
     contexts = _increasing(contexts, "contexts")
     cfg: ModelConfig = model.cfg
     buffer = weights_flush(cfg, dtype, measured.cache_bytes, device) if flush else None
-    token = torch.randint(0, cfg.vocab, (1, 1), device=device)
-
-    def decode_step(cache: KVCache) -> torch.Tensor:
-        return model(token, cache, logits="last")
-
-    def cache_at(context: int) -> KVCache:
-        empty = model.new_cache(batch=1, max_tokens=context + 1)
-        for buffer_ in empty.keys + empty.values:
-            buffer_.uniform_(-1, 1)
-        return KVCache(empty.keys, empty.values, tokens=context)
-
     timed, streams = {}, []
     with torch.no_grad():
         for context in tqdm(contexts, desc="decode, per context", disable=not progress):
             timed[context] = timing.time_callable(
-                decode_step, [(cache_at(context),)], device, warmup=2,
+                *decode_step_at(model, context, device), device, warmup=2,
                 min_run_time=0.2 * run_time, max_run_time=0.8 * run_time, flush=buffer)
             streams.append(ceilings.measure_bandwidth(device, True, stream_bytes))
     best = ceilings.with_best_bandwidth(measured, streams)
@@ -457,6 +450,22 @@ def tpot_against_context(
                        best, measured.bandwidth, tuple(streams),
                        memory.kv_bytes_per_token(cfg, dtype), memory.weight_bytes(cfg, dtype),
                        attention, short)  # fmt: skip
+
+
+def decode_step_at(model: Decoder, context: int, device: str):
+    """One decode step of ``model`` at ``context`` cached tokens, as ``time_callable`` takes
+    it: (the step, its one input set). The cache holds random values (never zeros, which
+    some kernels run faster on); a step's cost does not depend on what it holds."""
+    token = torch.randint(0, model.cfg.vocab, (1, 1), device=device)
+    empty = model.new_cache(batch=1, max_tokens=context + 1)
+    for buffer in empty.keys + empty.values:
+        buffer.uniform_(-1, 1)
+    cache = KVCache(empty.keys, empty.values, tokens=context)
+
+    def decode_step(cache: KVCache) -> torch.Tensor:
+        return model(token, cache, logits="last")
+
+    return decode_step, [(cache,)]
 
 
 # ------------------------------------------------------------- matmuls alone (§6)
@@ -508,7 +517,6 @@ class MatmulsAlone:
 
 def matmuls_alone(
     model: Decoder,
-    step_s: float,
     context: int,
     measured: Ceilings,
     dtype: str,
@@ -516,14 +524,16 @@ def matmuls_alone(
     *,
     run_time: float = 1.0,
     flush: bool = True,
+    rounds: int = 3,
 ) -> MatmulsAlone:
-    """Time a decode step's weight matmuls alone (chapter 6 §6): ``weight_matrices(model)``
-    in order, each ``F.linear`` on one random token, with the model's own weights, flushed as
-    the whole step was (``weights_flush``) so that both read the weights from memory, timed
-    as ``tpot_against_context`` times a step. ``step_s``: the whole step's median at
-    ``context`` cached tokens. ValueError unless ``step_s`` is positive."""
-    if not step_s > 0:
-        raise ValueError(f"step_s must be positive, got {step_s!r}")
+    """Time a decode step's weight matmuls alone (chapter 6 §6) against the whole step at
+    ``context`` cached tokens: ``weight_matrices(model)`` in order, each ``F.linear`` on one
+    random token, with the model's own weights. The two are timed in turn, ``rounds`` rounds
+    of each (``time_callable``, flushed as the step is, ``weights_flush``), and each keeps the
+    middle of its rounds' medians: a machine whose speed drifts between two separate timings
+    would otherwise put the drift into the difference. ValueError unless ``rounds`` is a
+    positive int."""
+    positive_int(rounds, "rounds")
     cfg: ModelConfig = model.cfg
     linears = weight_matrices(model)
     x_in = {k: timing.random_tensor((1, k), machine.torch_dtype(dtype), device)
@@ -533,10 +543,17 @@ def matmuls_alone(
         for linear in linears:
             F.linear(x_in[linear.in_features], linear.weight, linear.bias)
 
+    step = decode_step_at(model, context, device)
     buffer = weights_flush(cfg, dtype, measured.cache_bytes, device) if flush else None
+    alone, whole = [], []
     with torch.no_grad():
-        timed = timing.time_callable(run, [()], device, warmup=2, min_run_time=0.2 * run_time,
-                                     max_run_time=0.8 * run_time, flush=buffer)  # fmt: skip
+        for _ in range(rounds):
+            for calls, kept in (((run, [()]), alone), (step, whole)):
+                kept.append(timing.time_callable(
+                    *calls, device, warmup=2, min_run_time=0.2 * run_time / rounds,
+                    max_run_time=0.8 * run_time / rounds, flush=buffer))
+    timed = sorted(alone, key=lambda t: t.median_s)[rounds // 2]  # the middle round's
+    step_s = sorted(t.median_s for t in whole)[rounds // 2]
     matrix_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
-    return MatmulsAlone(len(linears), matrix_bytes, timed.median_s, timed.iqr_s, float(step_s),
+    return MatmulsAlone(len(linears), matrix_bytes, timed.median_s, timed.iqr_s, step_s,
                         context)  # fmt: skip

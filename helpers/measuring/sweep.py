@@ -556,8 +556,10 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         gap = {True: "so its gap to the ceiling moves with the moment's traffic, as x.sum()'s does",
                None: "so it falls as short of the ceiling as x.sum() does: that gap is to whatever "
                      "set the ceiling (a faster moment, or a kernel streaming better than x.sum())",
-               False: "a limit of the kernel's own: at the fastest moments the kernel, not the "
-                      "traffic, held it back"}
+               False: ("a limit of the kernel's own: at the fastest moments the kernel, not "
+                       "the traffic, held it back") if matmul < 0.95 * stream else
+                      ("yet the fastest group's matmul still kept within 5% of its stream: "
+                       "no limit of the kernel's own shown")}
         reading = (f"the matmul streamed as fast as x.sum() at the same moment, within the "
                    f"spread ({share}); {trend}, {gap[follows]}")  # fmt: skip
     else:

@@ -60,8 +60,9 @@ class OneRequest:
 
     @property
     def prediction_off(self) -> float:
-        """The measured e2e over the curves' prediction, minus 1."""
-        return self.e2e / self.predicted_e2e - 1
+        """The curves' prediction's relative error, chapter 5's ``latency.prediction_error``:
+        predicted / measured − 1 (negative: the run was slower than predicted)."""
+        return latency.prediction_error(self.predicted_e2e, self.e2e)
 
     def report(self) -> str:
         lines = [f"prompt {self.prompt_tokens}, {self.output_tokens} tokens: TTFT "
@@ -69,7 +70,8 @@ class OneRequest:
                  f"{self.max_itl * 1e3:.2f} ms, e2e {self.e2e * 1e3:.1f} ms",
                  f"TTFT + (n_out − 1)·TPOT = {self.identity_e2e * 1e3:.1f} ms (the identity)",
                  f"predicted from the measured curves: {self.predicted_e2e * 1e3:.1f} ms "
-                 f"({self.prediction_off:+.0%} off); from the roofline: "
+                 f"(error {self.prediction_off:+.1%}: predicted / measured − 1); from the "
+                 f"roofline: "
                  f"{self.roofline_e2e * 1e3:.1f} ms"]
         return "\n".join(lines + ([self.unflushed] if self.unflushed else []))
 

@@ -125,6 +125,10 @@ def test_the_decode_growth_verdict_flips_past_the_spread():
     assert curve(0.0002, 0.0001).growth_verdict == "less"
     assert curve(0.0015, 0.0001).by_bytes_s == pytest.approx(0.001)
     assert "more than the bytes' growth, beyond the spread" in curve(0.0015, 0.0001).report()
+    # less, growing: no reading added; less, falling (the reviewed run): the machine drifted
+    assert "prices no cache byte" not in curve(0.0002, 0.0001).report()
+    fell = curve(-0.0035, 0.0001)
+    assert fell.growth_verdict == "less" and "TPOT fell while the bytes grew" in fell.report()
     over = dataclasses.replace(curve(0.0, 0.0), rows=(DecodeRow(16, 0.01, 100.0, 0.005, 1.2),))
     assert over.above_ceiling == [16] and "MBU above 100% at contexts [16]" in over.report()
 
@@ -133,14 +137,26 @@ def test_matmuls_alone_times_every_weight_matrix_of_a_step(model):
     linears = phase_times.weight_matrices(model)
     assert len(linears) == 7 * TINY.layers + 1 and linears[-1] is model.lm_head
     assert linears[0] is model.layers[0].attention.q and linears[6] is model.layers[0].mlp.down
-    alone = phase_times.matmuls_alone(model, 0.5, 16, ceilings_of(), "fp32", **FAST)
-    assert alone.count == len(linears) and alone.step_s == 0.5 and alone.context == 16
+    alone = phase_times.matmuls_alone(model, 16, ceilings_of(), "fp32", **FAST)
+    assert alone.count == len(linears) and alone.context == 16
     assert alone.weight_bytes == sum(m.weight.numel() * 4 for m in linears)
-    assert alone.rest_s == pytest.approx(0.5 - alone.median_s)
-    assert alone.rest_share == pytest.approx(1 - alone.median_s / 0.5)
-    assert alone.report().splitlines()[1] == "whole decode step at context 16: 500.00 ms"
-    with pytest.raises(ValueError, match="step_s"):
-        phase_times.matmuls_alone(model, 0.0, 16, ceilings_of(), "fp32", **FAST)
+    # the whole step is timed beside the matmuls, in turn: it holds them, so it takes longer
+    assert alone.step_s > alone.median_s > 0
+    assert alone.rest_s == pytest.approx(alone.step_s - alone.median_s)
+    assert alone.rest_share == pytest.approx(1 - alone.median_s / alone.step_s)
+    assert alone.report().splitlines()[1] == (
+        f"whole decode step at context 16: {alone.step_s * 1e3:.2f} ms")
+    with pytest.raises(ValueError, match="rounds"):
+        phase_times.matmuls_alone(model, 16, ceilings_of(), "fp32", rounds=0, **FAST)
+
+
+def test_decode_step_at_runs_one_step_on_a_cache_of_random_values(model):
+    step, sets = phase_times.decode_step_at(model, 12, "cpu")
+    (cache,) = sets[0]
+    assert cache.tokens == 12 and all(bool(b[:, :, :12].abs().sum() > 0) for b in cache.keys)
+    with torch.no_grad():
+        logits, after = step(cache)  # the model returns its logits and the grown cache
+    assert logits.shape == (1, 1, model.cfg.vocab) and after.tokens == 13
 
 
 def test_the_weights_are_flushed_only_where_the_cache_could_hold_them():

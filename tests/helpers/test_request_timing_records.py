@@ -40,7 +40,7 @@ def test_one_request_reads_its_metrics_off_its_own_token_times(model):
     assert alone.predicted_e2e == latency.predict_e2e(TTFT, TPOT, 8, 5)
     assert alone.roofline_e2e == latency.end_to_end(TINY, MEASURED.as_hardware_spec(), 8, 5,
                                                     dtype="fp32")  # fmt: skip
-    assert alone.prediction_off == pytest.approx(alone.e2e / alone.predicted_e2e - 1)
+    assert alone.prediction_off == pytest.approx(alone.predicted_e2e / alone.e2e - 1)  # ch 5 sign
     lines = alone.report().splitlines()
     assert lines[0].startswith("prompt 8, 5 tokens: TTFT ") and lines[1].endswith("(the identity)")
     assert len(lines) == 3 + bool(alone.unflushed)

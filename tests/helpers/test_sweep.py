@@ -403,3 +403,14 @@ def test_a_sweep_point_slower_than_every_pair_is_put_down_to_the_sweeps_timing()
         in reading and "the sweep's timing, not the kernel, lost that difference" in reading
     # within 10% of the slowest group: nothing added
     assert sweep.pairs_reading(rates, kernel_best=40e9) == sweep.pairs_reading(rates)
+
+
+def test_a_matmul_that_levels_off_within_5_percent_of_its_stream_shows_no_limit_of_its_own():
+    # The reviewed bf16 run: every group's ratio within 95%-105%, the matmul rising less than
+    # half the stream's +5%: no kernel limit shown, unlike a matmul that falls 10% behind.
+    close = [((31 + 0.1 * i) * 1e9, min(31 + 0.1 * i, 31.6) * 1e9) for i in range(20)]
+    reading = sweep.pairs_reading(close)
+    assert "levelled off" in reading and "no limit of the kernel's own shown" in reading
+    assert "held it back" not in reading
+    behind = [((31 + 0.2 * i) * 1e9, min(31 + 0.2 * i, 31.8) * 1e9) for i in range(20)]
+    assert "a limit of the kernel's own: at the fastest moments" in sweep.pairs_reading(behind)
