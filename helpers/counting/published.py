@@ -559,8 +559,8 @@ def _tp_reason(cs: list[Comparison]) -> str:
             each = (f" ({whole * 1e3:.2f} ms the whole LM head; past it, "
                     f"{(added - whole) / reduces * 1e6:.0f} us a call)" if added > 0 else "")
             extra.append(f"T={c.row.chips} {added * 1e3:+.2f} ms{each}")
-        what = ("the T=1 time holds no all-reduce, so a call's share is at most one all-reduce's "
-                "cost, if thinner slices only lose speed" if t0 == 1 else f"the T={t0} time "
+        what = ("the T=1 time holds no all-reduce, so one all-reduce costs at most a call's share, "
+                "if thinner slices only lose speed" if t0 == 1 else f"the T={t0} time "
                 f"already holds T={t0}'s all-reduces: a call's share is not one all-reduce's cost")
         out.append(f"{name}: {points}. Against its own T={t0} time scaled by {t0}/T, a token takes "
                    + ", ".join(extra) + f", {reduces} all-reduce calls a token; {what}.")
