@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,6 +32,28 @@ ATTAINMENT_TOLERANCE = 0.02  # what "nothing" means: attainment within 2 points 
 GOODPUT_TOLERANCE = 0.10  # ... and goodput within 10%, i.e. on the same rung of the ladder
 
 
+class BudgetSpent(BaseException):
+    """A scenario's ``SimulationBudget`` is spent: ``serve_config`` refuses the call. A
+    BaseException, as KeyboardInterrupt is, so that a search's ``except Exception`` does
+    not swallow it and go on simulating."""
+
+
+@dataclass
+class SimulationBudget:
+    """How many calls of ``serve_config`` a scenario allows (chapter 9's design problem: a
+    search that prunes before it simulates). ``used`` counts the calls; the one past
+    ``calls`` raises ``BudgetSpent``, and so does every later one."""
+
+    calls: int
+    used: int = 0
+
+    def spend(self) -> None:
+        self.used += 1
+        if self.used > self.calls:
+            raise BudgetSpent(f"serve_config called {self.used} times for one deployment, past "
+                              f"its budget of {self.calls} calls: prune before you simulate")
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A deployment to plan (chapter 9): ``model`` and ``chip`` (names of ``models`` and
@@ -49,7 +71,11 @@ class Scenario:
     so the deployment uses ``all_chips`` = chips × tp; and the KV cache may be stored in
     ``kv_dtype`` (fp8, int8; default ``dtype``). Both change the engine
     (``serving.roofline_engine``): a shorter step and more KV room for more chips, twice the
-    token slots for an fp8 cache. Goodput per chip divides by ``all_chips``."""
+    token slots for an fp8 cache. Goodput per chip divides by ``all_chips``.
+
+    ``budget``: a ``SimulationBudget`` that every ``serve_config`` call of this scenario
+    spends one call of (None: no limit). It is not part of the deployment: scenarios that
+    differ only in it are equal, and ``replace`` carries it to a derived scenario."""
 
     model: str = "Qwen2.5-7B"
     chip: str = "H100 SXM"
@@ -67,6 +93,7 @@ class Scenario:
     tp: int = 1
     kv_dtype: str | None = None
     tp_link: str = "NVLink 4"
+    budget: SimulationBudget | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         from helpers.counting import hardware, memory, models
@@ -179,8 +206,11 @@ def serve_config(scenario: Scenario, config: ServingConfig, rate: float | None =
     roofline step model, paged KV memory beside the weights on every chip (chapter 9), and
     return its steady-state part (``Result.steady``). ValueError for a configuration the
     engine refuses (a chunk budget not above the batch), a request that cannot fit in one
-    chip's KV memory, or a rate the chips cannot serve (``check_servable``). Cached: a
-    Scenario is immutable and every simulation deterministic."""
+    chip's KV memory, or a rate the chips cannot serve (``check_servable``); BudgetSpent past
+    the scenario's ``budget``, which every call spends, cached or not. Cached: a Scenario is
+    immutable and every simulation deterministic."""
+    if scenario.budget is not None:
+        scenario.budget.spend()
     return _serve(scenario, config, scenario.rate if rate is None else float(rate))
 
 

@@ -27,6 +27,22 @@ def test_scenario_validates_and_its_trace_is_the_seeded_poisson_trace():
         Scenario(chip="A100 80GB SXM", dtype="fp8")
 
 
+def test_a_budget_counts_every_call_of_serve_config_and_refuses_the_one_past_it():
+    """Chapter 9's design problem: the scenario carries the budget, so a derived scenario
+    spends the same one, a cached result costs a call too, and the budget is no part of the
+    deployment (equal scenarios, one cache entry)."""
+    budget = serving.SimulationBudget(2)
+    limited = dataclasses.replace(SMALL, budget=budget)
+    assert limited == SMALL and hash(limited) == hash(SMALL) and repr(limited) == repr(SMALL)
+    config = ServingConfig(64, 512)
+    first = serving.serve_config(limited, config)
+    assert serving.serve_config(limited, config) is first and budget.used == 2  # cached
+    with pytest.raises(serving.BudgetSpent, match="budget of 2 calls"):
+        serving.serve_config(dataclasses.replace(limited, rate=50.0), config)
+    assert budget.used == 3 and not issubclass(serving.BudgetSpent, Exception)
+    assert serving.serve_config(SMALL, config) is first  # no budget, no limit
+
+
 def test_candidates_cover_the_three_knobs_and_skip_what_the_engine_refuses():
     candidates = serving.plan_candidates()
     assert len(candidates) == len(set(candidates)) == 12

@@ -110,6 +110,35 @@ _CANDIDATES = '''
                   if t is None or t > b] + [ServingConfig(b, None, True) for b in (16, 64, 256)]
 '''
 
+# Every candidate it keeps, up the ladder from the load until it misses: the reference
+# search by hand. {keep}: which candidates it simulates; {refused}: what it catches.
+_LADDER = '''
+def choose_config(scenario):''' + _CANDIDATES + '''
+    rungs = [scenario.rate * load for load in (1.0, 1.5, 2.0, 3.0)
+             if max(serving.planner.offered_load(scenario, scenario.rate * load).values()) <= 1]
+    steps = RooflineSteps(models.get(scenario.model), hardware.get(scenario.chip),
+                          scenario.dtype)
+    context = scenario.prompt_mean + scenario.output_mean / 2
+    best, best_rate = candidates[0], -1.0
+    for config in candidates:
+        if not ({keep}):
+            continue
+        rate = 0.0
+        for rung in rungs:
+            try:
+                attained = serving.serve_config(scenario, config, rung).attainment(
+                    scenario.ttft_slo, scenario.tpot_slo)
+            except {refused}:
+                attained = 0.0
+            if attained < scenario.share:
+                break
+            rate = rung
+        if rate > best_rate:
+            best, best_rate = config, rate
+    return {{"max_batch": best.max_batch, "token_budget": best.token_budget,
+             "disaggregate": best.disaggregate}}
+'''
+
 MUTANTS = {
     "ch09_greedy_verify": {
         "padding compared as drafts (every row of drafts, not its length)": _verify(
@@ -201,6 +230,15 @@ def flops_to_match(cfg, hw, prompt_tokens, output_tokens, batch, bandwidth_facto
 ''',
     },
     "ch09_choose_config": {
+        "exhaustive: every candidate up the ladder until it misses (the reference search)":
+            _LADDER.format(keep="True", refused="ValueError"),
+        "exhaustive, every exception swallowed (the budget's refusal too)":
+            _LADDER.format(keep="True", refused="BaseException"),
+        "pruned only by the caps too small for the load's batch, then every ladder":
+            _LADDER.format(refused="ValueError", keep=(
+                "config.max_batch >= scenario.rate / (1 if config.disaggregate else "
+                "scenario.chips) * (scenario.output_mean - 1) * steps(Step((), "
+                "config.max_batch, round(config.max_batch * context), config.max_batch))")),
         "the biggest batch, whole prompts, colocated": _fixed(256, None, False),
         "whole prompts at a moderate batch": _fixed(64, None, False),
         "always disaggregate": _fixed(256, None, True),
