@@ -257,6 +257,9 @@ class SplitAgainstPlain:
         return "\n".join(lines)
 
 
+ROUNDS = 3  # rounds in which split_against_plain's variants take turns
+
+
 def split_against_plain(
     cfg: ModelConfig,
     length: int,
@@ -270,7 +273,8 @@ def split_against_plain(
     """Time one layer's decode attention over ``length`` cached tokens plainly and split into
     each number of ``chunks`` (``split_kv_attention``, Flash-Decoding's log-sum-exp merge:
     the same bytes and FLOPs, with float32 intermediates it moves besides), on the same input
-    sets, timed as ``attention_against_context`` times (chapter 6 §7). A split's verdict:
+    sets, timed as ``attention_against_context`` times, the variants taking turns in
+    ``ROUNDS`` rounds (chapter 6 §7). A split's verdict:
     within the two timings' IQRs added, else faster or slower beyond that spread. ValueError
     for a length or a chunk count that is not a positive int, or more chunks than tokens."""
     _lengths([length])
@@ -285,12 +289,18 @@ def split_against_plain(
 
     variants = {"plain": _attend} | {f"split, J = {n}": (lambda q, k, v, n=n: split(q, k, v, n))
                                      for n in chunks}  # fmt: skip
-    timings = []
+    rounds: dict[str, list] = {name: [] for name in variants}
     with torch.no_grad():
         sets, flush, _ = timing.cache_defeat_inputs(_inputs(cfg, length, dtype, device),
                                                     measured.cache_bytes, device)
-        for name, fn in variants.items():
-            timings.append((name, timing.time_callable(
-                fn, sets, device, warmup=2, min_run_time=0.1 * run_time,
-                max_run_time=0.5 * run_time, flush=flush)))
-    return SplitAgainstPlain(cfg.name, roof, length, tuple(timings))
+        # The variants take turns, ROUNDS rounds of each, and each keeps its middle round: a
+        # machine whose speed drifts between separate timings would put the drift into the
+        # differences compared (chapter 6's matmuls alone are timed the same way).
+        for _ in range(ROUNDS):
+            for name, fn in variants.items():
+                rounds[name].append(timing.time_callable(
+                    fn, sets, device, warmup=2, min_run_time=0.1 * run_time / ROUNDS,
+                    max_run_time=0.5 * run_time / ROUNDS, flush=flush))
+    timings = tuple((name, sorted(kept, key=lambda t: t.median_s)[ROUNDS // 2])
+                    for name, kept in rounds.items())  # fmt: skip
+    return SplitAgainstPlain(cfg.name, roof, length, timings)

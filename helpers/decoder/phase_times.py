@@ -215,6 +215,10 @@ class PrefillCurve:
         lines.append(f"TTFT({last}) / TTFT({first}): measured {self.growth:.1f}, roofline "
                      f"{self.roofline_growth:.1f}, for {last // first}× the tokens; on the "
                      f"roofline the {first}-token prefill is {self.shortest_bound}-bound")
+        pace = self.growth / self.roofline_growth  # the whole range, read as one step is
+        lines.append(f"  over the whole range: {pace:.2f} of the roofline's pace, "
+                     + ("near it" if 1 / FAR <= pace <= FAR else
+                        f"far {'above' if pace > 1 else 'below'} it"))
         return "\n".join(lines)
 
 

@@ -185,7 +185,8 @@ class CacheSweep:
         else:
             lines.append(f"not settled by {self.points[-1].working_set_bytes / mib:g} MiB (the "
                          "sweep's limit): the curve was still falling, so the streaming rate "
-                         "is an upper bound and the edge may lie further out")
+                         "is no bound either way (the cache still serves part of it; each "
+                         "call's fixed cost is in it too) and the edge may lie further out")
         return lines
 
 

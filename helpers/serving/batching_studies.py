@@ -141,9 +141,10 @@ class PolicyStudy:
         short, long = sorted({n for _, n in self.runs})
         for policy in POLICIES:
             first, second = self.runs[policy, short], self.runs[policy, long]
-            lines.append(f"{policy}: serves {second.served_share:.0%} of the tokens that "
-                         f"arrive; TTFT p50 {first.ttft_p50:.3f} s on {short:,} requests, "
-                         f"{second.ttft_p50:.3f} s on {long:,}")  # fmt: skip
+            lines.append(f"{policy}: serves {first.served_share:.0%} and "
+                         f"{second.served_share:.0%} of the tokens that arrive, TTFT p50 "
+                         f"{first.ttft_p50:.3f} s and {second.ttft_p50:.3f} s, on {short:,} and "
+                         f"{long:,} requests")  # fmt: skip
         for n, runs in self.capacity.items():
             lines.append(f"capacity on {n:,} requests: " + "; ".join(
                 f"{policy} {runs[policy].throughput:,.0f} tokens/s (fed {rate:g} requests/s, "

@@ -49,7 +49,8 @@ def test_a_prefill_curve_holds_the_librarys_flops_roofline_and_mfu_of_its_timing
     assert curve.flushed is (plan.method == "flush")
     assert len(curve.steps) == 2 and curve.growth == curve.rows[-1].seconds / curve.rows[0].seconds
     report = curve.report().splitlines()
-    assert len(report) >= 1 + 3 + 2 + 1 and report[-1].startswith("TTFT(16) / TTFT(4): measured")
+    assert len(report) >= 1 + 3 + 2 + 2 and report[-2].startswith("TTFT(16) / TTFT(4): measured")
+    assert report[-1].startswith("  over the whole range: ")
     with pytest.raises(ValueError, match="prompts"):
         phase_times.ttft_against_prompt(model, [8, 4], measured, "fp32", **FAST)
     with pytest.raises(ValueError, match="prompts"):
@@ -80,7 +81,11 @@ def test_a_prefill_step_reads_its_pace_against_the_roofline():
     assert "took less time" in inverted.lines()[1]
     curve = PrefillCurve("m", "fp32", (near.shorter, near.longer), {16: 0.0, 32: 0.0}, "memory",
                          False)  # fmt: skip
-    assert curve.steps == (near,) and curve.report().count("\n") == 1 + 2 + 1
+    assert curve.steps == (near,) and curve.report().count("\n") == 1 + 2 + 2
+    # the whole range read as one step: 1.8x against the roofline's 2x, near it
+    assert curve.report().endswith("over the whole range: 0.90 of the roofline's pace, near it")
+    far = dataclasses.replace(curve, rows=(below.shorter, below.longer))
+    assert far.report().endswith("0.60 of the roofline's pace, far below it")
 
 
 def test_a_decode_curve_keeps_the_best_stream_and_reads_its_rows_on_it(model):

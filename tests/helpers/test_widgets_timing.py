@@ -198,6 +198,7 @@ def test_cache_sweep_record_reads_settling_from_its_points():
     still_falling = record([80, 80, 80, 80, 70, 47, 36, 31])
     assert not still_falling.settled and still_falling.edge.copies == 128
     assert "not settled" in still_falling.summary()[-1]
+    assert "no bound either way" in still_falling.summary()[-1]  # cache and fixed cost pull apart
     settled = record([80, 80, 80, 80, 70, 47, 36, 31, 25, 25])
     assert settled.settled and settled.edge.copies == 256
     assert [p.copies for p in settled.streaming] == [256, 512]
