@@ -277,7 +277,7 @@ def ttft_tpot_claim(light: PhaseShares, heavy: PhaseShares, longer: PhaseShares,
 
 def batching_claim(cfg: ModelConfig, hw: HardwareSpec, context: int = 4096, batch: int = 64,
                    dtype: str = "bf16") -> Claim:  # fmt: skip
-    """Claim 4, "batching multiplies decode throughput, costs each stream hardly anything":
+    """Claim 4, "batching multiplies decode throughput, not one stream's speed":
     a decode step of ``batch`` sequences at ``context`` against one
     (``latency.decode_step_time``), and the memory's cap on the batch
     (``memory.max_concurrent_sequences``) against the critical batch
@@ -291,7 +291,7 @@ def batching_claim(cfg: ModelConfig, hw: HardwareSpec, context: int = 4096, batc
     critical = roofline.critical_batch_split(cfg, hw, dtype)
     capped = critical is None or fits < critical
     return Claim(
-        "batching multiplies decode throughput, costs each stream hardly anything",
+        "batching multiplies decode throughput, not one stream's speed",
         "throughput up ~B-fold, TPOT about flat",
         f"{cfg.name} at {_k(context)}: batch {batch} gives {gain:.0f}x the tokens/s of batch 1 "
         f"while each request's TPOT rises {tpot_b / tpot_1:.2f}x; memory caps the batch at "
