@@ -289,18 +289,11 @@ def split_against_plain(
 
     variants = {"plain": _attend} | {f"split, J = {n}": (lambda q, k, v, n=n: split(q, k, v, n))
                                      for n in chunks}  # fmt: skip
-    rounds: dict[str, list] = {name: [] for name in variants}
     with torch.no_grad():
         sets, flush, _ = timing.cache_defeat_inputs(_inputs(cfg, length, dtype, device),
                                                     measured.cache_bytes, device)
-        # The variants take turns, ROUNDS rounds of each, and each keeps its middle round: a
-        # machine whose speed drifts between separate timings would put the drift into the
-        # differences compared (chapter 6's matmuls alone are timed the same way).
-        for _ in range(ROUNDS):
-            for name, fn in variants.items():
-                rounds[name].append(timing.time_callable(
-                    fn, sets, device, warmup=2, min_run_time=0.1 * run_time / ROUNDS,
-                    max_run_time=0.5 * run_time / ROUNDS, flush=flush))
-    timings = tuple((name, sorted(kept, key=lambda t: t.median_s)[ROUNDS // 2])
-                    for name, kept in rounds.items())  # fmt: skip
+        kept = timing.time_in_turn([(fn, sets) for fn in variants.values()], device,
+                                   rounds=ROUNDS, min_run_time=0.1 * run_time / ROUNDS,
+                                   max_run_time=0.5 * run_time / ROUNDS, flush=flush)
+    timings = tuple(zip(variants, kept, strict=True))
     return SplitAgainstPlain(cfg.name, roof, length, timings)

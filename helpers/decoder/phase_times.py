@@ -537,7 +537,7 @@ def matmuls_alone(
     middle of its rounds' medians: a machine whose speed drifts between two separate timings
     would otherwise put the drift into the difference. ValueError unless ``rounds`` is a
     positive int."""
-    positive_int(rounds, "rounds")
+    positive_int(rounds, "rounds")  # before any tensor is built
     cfg: ModelConfig = model.cfg
     linears = weight_matrices(model)
     x_in = {k: timing.random_tensor((1, k), machine.torch_dtype(dtype), device)
@@ -549,15 +549,11 @@ def matmuls_alone(
 
     step = decode_step_at(model, context, device)
     buffer = weights_flush(cfg, dtype, measured.cache_bytes, device) if flush else None
-    alone, whole = [], []
     with torch.no_grad():
-        for _ in range(rounds):
-            for calls, kept in (((run, [()]), alone), (step, whole)):
-                kept.append(timing.time_callable(
-                    *calls, device, warmup=2, min_run_time=0.2 * run_time / rounds,
-                    max_run_time=0.8 * run_time / rounds, flush=buffer))
-    timed = sorted(alone, key=lambda t: t.median_s)[rounds // 2]  # the middle round's
-    step_s = sorted(t.median_s for t in whole)[rounds // 2]
+        timed, whole = timing.time_in_turn(
+            [(run, [()]), step], device, rounds=rounds, min_run_time=0.2 * run_time / rounds,
+            max_run_time=0.8 * run_time / rounds, flush=buffer)
+    step_s = whole.median_s
     matrix_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
     return MatmulsAlone(len(linears), matrix_bytes, timed.median_s, timed.iqr_s, step_s,
                         context)  # fmt: skip

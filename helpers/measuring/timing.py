@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from helpers.counting._validate import positive_int
 from helpers.measuring import machine
 
 if TYPE_CHECKING:
@@ -491,6 +492,32 @@ def time_callable(
         samples.append(per_call)  # the block that passed the size check is a sample too
     return Timing.from_samples(samples, device=device, threads=threads, calls_per_sample=number)
 
+
+def time_in_turn(
+    variants: Sequence[tuple[Callable[..., Any], Sequence[tuple[Any, ...]]]],
+    device: str = "cpu",
+    *,
+    rounds: int = 3,
+    min_run_time: float = 0.1,
+    max_run_time: float = 0.5,
+    flush: torch.Tensor | None = None,
+) -> list[Timing]:
+    """Time several ``(fn, input_sets)`` variants taking turns: ``rounds`` rounds, each
+    variant timed once per round by ``time_callable`` (two warm-up calls, ``min_run_time``
+    to ``max_run_time`` seconds, ``flush`` as there), and return each variant's middle round
+    (by median). A machine whose speed drifts between two separate timings would otherwise
+    put the drift into the difference the caller compares. ValueError unless ``rounds`` is a
+    positive int and there is at least one variant."""
+    positive_int(rounds, "rounds")
+    if not variants:
+        raise ValueError("variants must hold at least one (fn, input_sets) pair to time")
+    kept: list[list[Timing]] = [[] for _ in variants]
+    for _ in range(rounds):
+        for (fn, input_sets), timings in zip(variants, kept, strict=True):
+            timings.append(time_callable(fn, input_sets, device, warmup=2,
+                                         min_run_time=min_run_time,
+                                         max_run_time=max_run_time, flush=flush))
+    return [sorted(timings, key=lambda t: t.median_s)[rounds // 2] for timings in kept]
 
 def _flushed_samples(
     fn: Callable[..., Any],

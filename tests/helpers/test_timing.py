@@ -267,6 +267,32 @@ def test_warmup_keeps_the_slow_first_calls_out():
     assert 0.005 <= t.median_s < 0.05
 
 
+def test_variants_timed_in_turn_keep_their_middle_round():
+    # Variant a sleeps 10, 40 then 20 ms in its three rounds (a round starts when a follows b):
+    # its middle round is the 20 ms one, whatever the order in which the rounds came.
+    log, sleeps, round_of_a = [], (0.01, 0.04, 0.02), [0]
+
+    def a():
+        if log and log[-1] == "b":
+            round_of_a[0] += 1
+        log.append("a")
+        time.sleep(sleeps[round_of_a[0]])
+
+    def b():
+        log.append("b")
+        time.sleep(0.002)
+
+    timed_a, timed_b = timing.time_in_turn([(a, [()]), (b, [()])], rounds=3,
+                                           min_run_time=0.02, max_run_time=0.1)
+    turns = [name for i, name in enumerate(log) if i == 0 or log[i - 1] != name]
+    assert turns == ["a", "b"] * 3  # one turn each per round, in order
+    assert 0.02 <= timed_a.median_s < 0.035  # the middle round, not the 10 or 40 ms one
+    assert 0.002 <= timed_b.median_s < 0.015
+    with pytest.raises(ValueError, match="rounds"):
+        timing.time_in_turn([(a, [()])], rounds=0)
+    with pytest.raises(ValueError, match="at least one"):
+        timing.time_in_turn([])
+
 def test_every_input_set_is_used_and_all_threads_are_given():
     seen: set[int] = set()
     threads: set[int] = set()
