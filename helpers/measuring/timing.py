@@ -502,21 +502,18 @@ def time_in_turn(
     max_run_time: float = 0.5,
     flush: torch.Tensor | None = None,
 ) -> list[Timing]:
-    """Time several ``(fn, input_sets)`` variants taking turns: ``rounds`` rounds, each
-    variant timed once per round by ``time_callable`` (two warm-up calls, ``min_run_time``
-    to ``max_run_time`` seconds, ``flush`` as there), and return each variant's middle round
-    (by median). A machine whose speed drifts between two separate timings would otherwise
-    put the drift into the difference the caller compares. ValueError unless ``rounds`` is a
-    positive int and there is at least one variant."""
+    """Time ``(fn, input_sets)`` variants in turn, ``rounds`` rounds of one ``time_callable``
+    each (two warm-up calls, ``flush`` and run times as there), and return each one's middle
+    round by median: a machine whose speed drifts between two separate timings would put the
+    drift into the differences compared. ValueError for no variants or a bad ``rounds``."""
     positive_int(rounds, "rounds")
     if not variants:
         raise ValueError("variants must hold at least one (fn, input_sets) pair to time")
     kept: list[list[Timing]] = [[] for _ in variants]
     for _ in range(rounds):
         for (fn, input_sets), timings in zip(variants, kept, strict=True):
-            timings.append(time_callable(fn, input_sets, device, warmup=2,
-                                         min_run_time=min_run_time,
-                                         max_run_time=max_run_time, flush=flush))
+            timings.append(time_callable(fn, input_sets, device, warmup=2, flush=flush,
+                                         min_run_time=min_run_time, max_run_time=max_run_time))
     return [sorted(timings, key=lambda t: t.median_s)[rounds // 2] for timings in kept]
 
 def _flushed_samples(
