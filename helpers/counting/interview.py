@@ -29,10 +29,10 @@ __all__ = ["UPGRADE_WORKLOADS", "pass_intensity", "Upgrade", "UpgradeStudy", "up
 
 # (label, prompt tokens, output tokens, requests served together): chapter 9 §4's workloads
 UPGRADE_WORKLOADS = (("chat, one stream", 512, 512, 1),
-                     ("chat, 64 streams", 512, 512, 64),
-                     ("retrieval: 4k prompts, 16 streams", 4096, 128, 16),
-                     ("summaries: 8k prompts, 64 out", 8192, 64, 4),
-                     ("short prompts, 512 streams", 128, 256, 512))  # fmt: skip
+                     ("chat, batched", 512, 512, 64),
+                     ("retrieval", 4096, 128, 16),
+                     ("summaries", 8192, 64, 4),
+                     ("short prompts, batched", 128, 256, 512))  # fmt: skip
 
 
 def pass_intensity(cfg: ModelConfig, tokens: int, context: int = 0, batch: int = 1,
@@ -84,13 +84,17 @@ class UpgradeStudy:
     critical_batch: int | None
 
     def table(self) -> str:
+        """A row a workload: its prompt and output tokens, the streams served together, the
+        share of the run's time in prefill, the two speedups, which to buy, and the match."""
         x = f"{self.factor:g}x"
-        lines = [f"{'workload':<34}{'prefill share':>14}{f'{x} FLOPs':>10}"
-                 f"{f'{x} bandwidth':>14}  buy{f'FLOPs to match {x} bandwidth':>29}"]
+        lines = [f"{'workload':<24}{'prompt':>7}{'output':>7}{'streams':>8}{'prefill share':>14}"
+                 f"{f'{x} FLOPs':>10}{f'{x} bandwidth':>14}  buy"
+                 f"{f'FLOPs to match {x} bandwidth':>29}"]
         for r in self.rows:
             match = "none" if r.flops_to_match is None else f"{r.flops_to_match:.2f}x"
-            lines.append(f"{r.label:<34}{r.prefill_share:>14.0%}{r.flops:>9.2f}x"
-                         f"{r.bandwidth:>13.2f}x  {r.buy:<9}{match:>23}")
+            lines.append(f"{r.label:<24}{r.prompt:>7,}{r.output:>7,}{r.batch:>8,}"
+                         f"{r.prefill_share:>14.0%}{r.flops:>9.2f}x{r.bandwidth:>13.2f}x"
+                         f"  {r.buy:<9}{match:>23}")
         lines.append(f"critical batch of the weight matmuls: {self.critical_batch}")
         return "\n".join(lines)
 

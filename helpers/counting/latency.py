@@ -570,17 +570,17 @@ def quantized_knee(
     """A sweep's knee, and the knee the same model would have with its weights stored in
     ``quantized_dtype`` (weight-only quantization), from the sweep alone (chapter 7).
 
-    ``step_seconds``: decode steps measured with weights in ``dtype``; each step reads
-    ``n_params`` weights (the matmuls' and the LM head's, not the embedding table) at
-    ``bandwidth`` B/s. The flat end is the smallest batch's step; the steep end is the
-    line through the two largest batches (slope s, intercept a: the fixed cost of a step,
-    which does not grow with B); ``knee`` is where they cross, (floor − a)/s. Quantizing the
-    weights shrinks only their read: the floor loses (W(dtype) − W(quantized_dtype))/bandwidth,
-    bytes rounded up to whole bytes (int4 packs two weights per byte). The line stays: the
-    same FLOPs in the same precision, the same attention. ``quantized_knee`` is where the
-    lowered floor meets that line; a crossing at or below 0 is 0.0 (compute-bound at every
-    batch). With no fixed costs and no KV read (which sits in both the floor and the line's
-    slope) the knee falls by the byte ratio, W(quantized_dtype)/W(dtype).
+    ``step_seconds``: decode steps with weights in ``dtype``, each reading ``n_params``
+    weights (the matmuls' and the LM head's, not the embedding) at ``bandwidth`` B/s. The
+    flat end is the smallest batch's step; the steep end, the line through the two largest
+    batches (slope s, intercept a: a step's fixed cost); ``knee`` = (floor − a)/s. The
+    caller promises those two batches compute-bound in their weights (at or past the
+    critical batch of ``dtype``, so of ``quantized_dtype`` too); the times cannot show it.
+    Then quantizing shrinks only the floor, by (W(dtype) − W(quantized_dtype))/bandwidth,
+    whole bytes (int4 packs two weights per byte); the line, the same FLOPs and attention,
+    stays. Short of B* the line still holds a weight read and the prediction misses.
+    ``quantized_knee``: the lowered floor meets the line; at or below 0 is 0.0. With no fixed
+    cost and no KV read the knee falls by the byte ratio, W(quantized_dtype)/W(dtype).
     """
     batches = check_sweep(step_seconds)
     if len(batches) < 3:

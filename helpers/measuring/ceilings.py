@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from helpers.counting.flops import matmul_flops
 from helpers.measuring import kernels, machine, timing
 
 if TYPE_CHECKING:
@@ -49,6 +50,11 @@ __all__ = [
     "measure_ceilings",
     "steady",
     "with_best_bandwidth",
+    "with_best_matmul",
+    "Seen",
+    "raise_by_matmuls",
+    "BandwidthRoof",
+    "bandwidth_roof",
 ]
 
 MiB = 2**20
@@ -327,3 +333,116 @@ def with_best_matmul(
     return replace(ceilings, matmul_flops={**ceilings.matmul_flops, dtype: rate},
                    matmul_shape={**ceilings.matmul_shape, dtype: tuple(shape)},
                    matmul_kernel={**ceilings.matmul_kernel, dtype: kernel})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A timing made elsewhere in a run, offered to a ceiling (chapter 4, section 7): an
+    ``[m×k]·[k×n]`` matmul (``shape``) in ``dtype`` or a stream over ``working_set`` bytes,
+    its ``seconds`` or ``rate``, where it was made, and the load it was timed under: other
+    processes' ``cores`` (None: unknown) while it ran on ``threads`` threads."""
+
+    where: str
+    threads: int
+    cores: float | None
+    dtype: str = "fp32"
+    shape: tuple[int, int, int] = (0, 0, 0)
+    seconds: float = 0.0
+    working_set: int = 0
+    rate: float = 0.0
+
+    @property
+    def under_load(self) -> bool:
+        return machine.load_unreliable(self.cores, self.threads)
+
+
+def raise_by_matmuls(ceilings: Ceilings, seen: Sequence[Seen]) -> tuple[Ceilings, list[str]]:
+    """``ceilings`` with each dtype's matmul ceiling raised to the best of the ``seen``
+    matmuls that compare like with like (``with_best_matmul``): timed on the ceilings'
+    threads and not under load (load only slows, so a loaded timing proves nothing). Also
+    one line per matmul saying whether it counted and why."""
+    lines = []
+    for s in seen:
+        rate = timing.achieved_flops(matmul_flops(*s.shape), s.seconds)
+        plural = "s" * (s.threads > 1)
+        if s.threads != ceilings.threads:
+            why = f"not counted: {s.threads} thread{plural}, the ceilings {ceilings.threads}"
+        elif s.under_load:
+            why = f"not counted: timed under load ({s.cores:.1f} other cores busy)"
+        elif rate > ceilings.peak(s.dtype):
+            why = "counted: above the ceiling GEMM, so it raises the ceiling"
+        else:
+            why = "counted: below the ceiling GEMM"
+        if why.startswith("counted"):
+            ceilings = with_best_matmul(ceilings, s.dtype, rate, s.shape, s.where)
+        lines.append(f"  {s.where}, {s.dtype}, {'×'.join(map(str, s.shape))}: "
+                     f"{rate / 1e12:.3f} TFLOP/s on {s.threads} thread{plural}; {why}")
+    return ceilings, lines
+
+
+@dataclass(frozen=True)
+class BandwidthRoof:
+    """The bandwidth roof of a run (chapter 4, section 7): the best of the streams counted,
+    each past ``past`` bytes (the cache sweep's first streaming point at least twice the
+    cache) and timed on the ceilings' threads. ``streams``: label → the stream counted;
+    ``left_out``: (stream, why) past twice the cache yet not counted; ``ceilings``: the
+    input ceilings with their bandwidth raised to the roof where it is higher."""
+
+    past: int
+    cache_bytes: int
+    streams: dict[str, Seen]
+    left_out: list[tuple[Seen, str]]
+    best: str
+    ceilings: Ceilings
+    before: float  # the ceiling's own x.sum() rate
+
+    @property
+    def bandwidth(self) -> float:
+        return self.streams[self.best].rate
+
+    @property
+    def raised(self) -> bool:
+        return self.bandwidth > self.before
+
+    @property
+    def under_load(self) -> bool:
+        return self.streams[self.best].under_load
+
+    def report(self) -> str:
+        lines = [f"streams counted: working sets from {self.past / MiB:g} MiB on, the sweep's "
+                 f"first streaming point at least twice the {self.cache_bytes / MiB:g} MiB cache"]
+        lines += [f"{s.where:<46}{s.rate / 1e9:7.1f} GB/s  not counted: {why}"
+                  for s, why in self.left_out]
+        lines += [f"{label:<46}{s.rate / 1e9:7.1f} GB/s"
+                  + "  (timed under load: a lower bound)" * s.under_load
+                  for label, s in self.streams.items()]
+        lines.append(f"bandwidth roof: {self.bandwidth / 1e9:.1f} GB/s, from {self.best}"
+                     + (f", {self.bandwidth / self.before:.2f}× the ceiling's x.sum(): the "
+                        "ceiling is raised to it" if self.raised else "")
+                     + ("; timed under load: a lower bound" if self.under_load else ""))
+        lines.append(f"ridge on the {'raised ' * self.raised}roof: "
+                     f"{self.ceilings.ridge('fp32'):.1f} FLOP/B (fp32)")
+        return "\n".join(lines)
+
+
+def bandwidth_roof(ceilings: Ceilings, ceiling_stream: Seen, streaming_sizes: Sequence[int],
+                   edge_size: int, others: Sequence[Seen]) -> BandwidthRoof:  # fmt: skip
+    """The best stream past the cache (``BandwidthRoof``): ``ceiling_stream`` (the ceiling's
+    own ``x.sum()``) and each of ``others`` (streams over ``working_set`` bytes at ``rate``)
+    whose working set reaches ``past`` (the first of ``streaming_sizes``, the cache sweep's
+    streaming points, at least twice ``ceilings.cache_bytes``; ``edge_size``, the sweep's
+    edge, if none) and which ran on the ceilings' threads (more threads stream faster)."""
+    past = min((n for n in streaming_sizes if n >= 2 * ceilings.cache_bytes), default=edge_size)
+    streams, left_out = {ceiling_stream.where: ceiling_stream}, []
+    for s in others:
+        why = (f"under {past / MiB:g} MiB" if s.working_set < past
+               else f"{s.threads} thread{'s' * (s.threads > 1)}, the ceilings {ceilings.threads}"
+               if s.threads != ceilings.threads else "")
+        if not why:
+            streams[s.where] = s
+        elif s.working_set >= 2 * ceilings.cache_bytes:  # past twice the cache: say why not
+            left_out.append((s, why))
+    best = max(streams, key=lambda label: streams[label].rate)
+    return BandwidthRoof(past, ceilings.cache_bytes, streams, left_out, best,
+                         with_best_bandwidth(ceilings, [streams[best].rate]),
+                         ceilings.bandwidth)  # fmt: skip

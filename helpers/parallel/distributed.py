@@ -14,9 +14,8 @@ NCCL on T GPUs (the same code), runs a prefill and teacher-forced decode steps o
 returns rank 0's logits and every rank's timings (each step's seconds and the seconds spent
 inside its all-reduces). Every process is joined or killed before it returns; a rank that
 raises is reported in the caller's exception with its rank and traceback, and the others are
-killed rather than left waiting for it. ``benchmark`` is what the chapter calls: T = 2 at a
-small config, the all-reduce's measured share of a step beside the ring model's prediction
-from all-reduces timed on the same processes.
+killed rather than left waiting for it. ``helpers.parallel.tp_bench`` is the experiment the
+chapter runs on it.
 """
 
 from __future__ import annotations
@@ -39,16 +38,10 @@ from torch import nn
 
 from helpers.counting.models import ModelConfig
 from helpers.decoder.model import Decoder, random_decoder
-from helpers.measuring.timing import median_and_iqr
 from helpers.parallel import sharding
 
-__all__ = ["RankError", "TPRun", "TPBenchmark", "shard_decoder", "reference_decoder",
-           "run_tensor_parallel", "benchmark", "attention_partials", "moe_layer"]
-
-ALLREDUCE_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
-"""Bytes of the all-reduces ``benchmark`` times to fit the ring model (4 KiB … 4 MiB): the
-largest take milliseconds over loopback, so the bandwidth shows above a busy host's noise."""
-
+__all__ = ["RankError", "TPRun", "shard_decoder", "reference_decoder", "run_tensor_parallel",
+           "attention_partials", "moe_layer"]
 
 class RankError(RuntimeError):
     """One or more ranks failed (raised, died or hung); ``failures`` maps rank → report."""
@@ -383,106 +376,6 @@ def run_tensor_parallel(
         allreduce_calls=[reports[r]["calls"] for r in range(ranks)],
         prompt=job.prompt, decode=job.decode, allreduce_times=first["allreduce_times"],
     )  # fmt: skip
-
-
-@dataclass
-class TPBenchmark:
-    """What ``benchmark`` measured and predicted; seconds throughout. ``step``: rank 0's
-    median decode step and its IQR, and the all-reduce time a step likewise; ``share``: the
-    all-reduces' measured share of a step (median of each step's share) and its IQR;
-    ``link``: the ring model fitted to the lone all-reduces, the decode step's own message
-    among them (``sharding.fit_ring``);
-    ``predicted_allreduce``: that model's seconds for a step's 2 · layers all-reduces;
-    ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
-    ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
-    (the least over ranks, call by call): the exchange itself, without the wait for a slower
-    peer that the rest of ``allreduce`` is. ``single_step``: the median step of the
-    unsharded decoder run in the caller's process (all its threads). ``message``: the bytes
-    of one decode all-reduce ([batch × hidden] in float32), and ``lone_allreduce``: the
-    median seconds of a lone all-reduce of exactly that size, timed beside the other sizes
-    (the measured per-call latency of a decode all-reduce, beside the fit's)."""
-
-    run: TPRun
-    step: float
-    step_iqr: float
-    allreduce: float
-    allreduce_iqr: float
-    share: float
-    share_iqr: float
-    link: sharding.Link
-    predicted_allreduce: float
-    predicted_share: float
-    exchange: float
-    exchange_iqr: float
-    exchange_share: float
-    single_step: float
-    message: int
-    lone_allreduce: float
-
-
-def benchmark(
-    cfg: ModelConfig,
-    ranks: int = 2,
-    batch: int = 1,
-    prompt_tokens: int = 16,
-    steps: int = 16,
-    *,
-    warmup: int = 1,
-    seed: int = 0,
-    sizes: tuple[int, ...] = ALLREDUCE_SIZES,
-    timeout: float = 120.0,
-) -> TPBenchmark:
-    """T-way tensor parallelism of ``cfg`` (float32, random weights) on this machine: one
-    ``run_tensor_parallel`` launch times lone all-reduces of ``sizes`` bytes, then a prefill
-    of ``prompt_tokens`` and ``steps`` decode steps (after ``warmup`` untimed passes). The
-    ring model fitted to the lone all-reduces predicts a step's all-reduce time, set beside
-    the one measured inside the steps (``TPBenchmark``). A lone all-reduce of the decode
-    step's own message is timed too (``TPBenchmark.lone_allreduce``) and fitted with the
-    others."""
-    generator = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(0, cfg.vocab, (batch, prompt_tokens), generator=generator)
-    decode = torch.randint(0, cfg.vocab, (batch, steps), generator=generator)
-    message = batch * cfg.hidden * torch.empty((), dtype=torch.float32).element_size()
-    timed = tuple(sizes) + (() if message in sizes else (message,))
-    run = run_tensor_parallel(cfg, ranks, prompt, decode, seed=seed, warmup=warmup,
-                              allreduce_sizes=timed, timeout=timeout)  # fmt: skip
-    steps_s, reduces = run.step_seconds[0], run.allreduce_seconds[0]
-    step, step_iqr = median_and_iqr(steps_s)
-    allreduce, allreduce_iqr = median_and_iqr(reduces)
-    share, share_iqr = median_and_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
-    times = run.allreduce_times
-    # Fitted down to the decode step's own message, so the model does not extrapolate below
-    # the sizes it was fitted to (an intercept read off megabyte transfers misses the
-    # smallest ones by several times on a busy loopback).
-    fitted = sharding.fit_ring(list(timed), [times[size] for size in timed], ranks,
-                                      f"gloo on loopback, {ranks} processes")  # fmt: skip
-    predicted = sharding.step_allreduce_seconds(cfg, fitted, ranks, batch, "fp32")
-    # The last rank to arrive at an all-reduce waits for no one: its time is the exchange.
-    exchanges = [sum(min(calls) for calls in zip(*per_rank, strict=True))
-                 for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip
-    exchange, exchange_iqr = median_and_iqr(exchanges)
-    exchange_share = statistics.median(e / s for e, s in zip(exchanges, steps_s, strict=True))
-    single = _single_step(cfg, prompt, decode, seed, warmup)
-    return TPBenchmark(run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr, fitted,
-                       predicted, predicted / step, exchange, exchange_iqr, exchange_share,
-                       single, message, times[message])  # fmt: skip
-
-
-@torch.inference_mode()
-def _single_step(
-    cfg: ModelConfig, prompt: torch.Tensor, decode: torch.Tensor, seed: int, warmup: int
-) -> float:
-    """Median decode step of the unsharded decoder here, on the same ids as the run."""
-    model = reference_decoder(cfg, seed)
-    samples = []
-    for _ in range(warmup + 1):
-        _, cache = model(prompt, max_tokens=prompt.shape[1] + decode.shape[1])
-        samples = []
-        for column in range(decode.shape[1]):
-            start = time.perf_counter()
-            _, cache = model(decode[:, column : column + 1], cache)
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 # --------------------------------------------------- chapter 10's exercises, in plain torch

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -105,6 +106,12 @@ def format_summary(
     return "\n".join(lines + shortfalls(points, ceilings))
 
 
+def _under(share: float) -> str:
+    """A share listed as under a threshold, in whole percent rounded down, so that 89.7% of a
+    ceiling never reads as the 90% it is under (the 1e-9 absorbs float error: 0.29 is 29%)."""
+    return f"{math.floor(share * 100 + 1e-9)}%"
+
+
 def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
     """Per dtype, what set its matmul ceiling (a sweep point, or a GEMM of the ceiling
     measurement that is no layer's shape) and the shapes under ``SHORT_SHARE`` of a ceiling:
@@ -121,13 +128,14 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
         )
         prefill = [
             f"{p.shape} m={p.m}{f' (scale {p.scale})' if p.scale > 1 else ''} "
-            f"{p.achieved_flops / peak:.0%}"
+            f"{_under(p.achieved_flops / peak)}"
             for p in found["prefill"]
         ]
         decode = [
-            f"{p.shape} {p.achieved_bandwidth / ceilings.bandwidth:.0%}" for p in found["decode"]
+            f"{p.shape} {_under(p.achieved_bandwidth / ceilings.bandwidth)}"
+            for p in found["decode"]
         ]
-        compute = [f"{p.shape} {p.achieved_flops / peak:.0%}" for p in found["decode_compute"]]
+        compute = [f"{p.shape} {_under(p.achieved_flops / peak)}" for p in found["decode_compute"]]
         bounds = found["decode_bounds"]
         parts = []
         if "memory" in bounds or not bounds:

@@ -151,7 +151,7 @@ class PolicyStudy:
                 f"{runs[policy].arrived:,.0f} tokens/s)" for policy, rate in self.feed.items())
                 + f": {self.capacity_ratio(n):.2f}x")
         lines.append(f"each fed more than it serves: {self.overloaded}; doubling the trace "
-                     f"moves either capacity by {self.capacity_moved:.1%}, "
+                     f"moves either capacity by at most {self.capacity_moved:.1%}, "
                      f"{'within' if self.capacity_settled else 'outside'} {self.tolerance:.0%}")
         return "\n".join(lines)
 

@@ -53,6 +53,7 @@ def test_capacity_verdicts_follow_the_runs(small):
     lines = small.report().splitlines()
     assert len(lines) == 1 + 4 + 2 + 2 + 1
     assert lines[-1].startswith(f"each fed more than it serves: {small.overloaded}; ")
+    assert f"moves either capacity by at most {small.capacity_moved:.1%}, " in lines[-1]
     assert lines[-1].endswith("within 2%" if small.capacity_settled else "outside 2%")
 
 

@@ -136,6 +136,10 @@ def test_the_summary_names_what_set_each_ceiling_and_what_misses_one():
     assert "fp32 matmul ceiling set by the sweep's down at m=4096" in line
     assert "prefill: k,v m=4096 (scale 8) 50%;" in line
     assert line.endswith("decode: q,o 70%")
+    # 89.7% of the ceiling is under 90%, and is listed as 89%: never as the 90% it is under
+    near = point("gate,up", 4096, 1024, 1024, 2 * 4096 * 1024 * 1024 / 0.897e11, scale=8)
+    (line,) = bench.shortfalls([gemm, near], ceilings)
+    assert "prefill: gate,up m=4096 (scale 8) 89%;" in line
     (line,) = bench.shortfalls([gemm, fast], replace(FAKE, matmul_shape={"fp32": (8, 8, 8)}))
     assert "set by the GEMM 8x8x8, no layer's shape" in line and line.endswith("decode: none")
     assert "prefill: none;" in line  # swept (m = 4096), none under 90%

@@ -162,3 +162,65 @@ def test_gemms_env_refuses_what_is_not_a_list_of_shapes(monkeypatch, value):
     monkeypatch.setenv(ceilings.GEMMS_ENV, value)
     with pytest.raises(ValueError, match=f"{ceilings.GEMMS_ENV}=.*not a list of GEMMs"):
         ceilings.gemm_shapes("cpu", quick=True)
+
+
+# --- what the rest of a run's timings do to the ceilings (chapter 4, section 7) ------------
+
+MiB = 2**20
+HAND = ceilings.Ceilings("cpu", "hand-made", "2.x", "2026-12-06T00:00", 2, {"fp32": 100e9},
+                         {"fp32": (1024, 1024, 1024)}, 20e9, "x.sum() over 256 MiB", 32 * MiB,
+                         8 * 2**30)  # fmt: skip
+BUSY = 1000.0  # other processes' cores: more than any machine leaves a timing's threads
+
+
+def test_matmuls_seen_raise_the_ceiling_only_where_comparable():
+    # 2·512³ FLOPs = 268,435,456: 1.342 ms is 200 GFLOP/s, 2× the ceiling; 5.369 ms is 50.
+    shape, fast, slow = (512, 512, 512), 2 * 512**3 / 200e9, 2 * 512**3 / 50e9
+    seen = [ceilings.Seen("on 1 thread", 1, 0.0, "fp32", shape, fast),
+            ceilings.Seen("under load", 2, BUSY, "fp32", shape, fast),
+            ceilings.Seen("slower", 2, None, "fp32", shape, slow),
+            ceilings.Seen("faster", 2, 0.0, "fp32", shape, fast)]
+    raised, lines = ceilings.raise_by_matmuls(HAND, seen)
+    assert raised.peak("fp32") == pytest.approx(200e9)
+    assert raised.matmul_shape["fp32"] == shape and raised.matmul_kernel["fp32"] == "faster"
+    assert lines == [
+        "  on 1 thread, fp32, 512×512×512: 0.200 TFLOP/s on 1 thread; not counted: 1 thread, "
+        "the ceilings 2",
+        "  under load, fp32, 512×512×512: 0.200 TFLOP/s on 2 threads; not counted: timed under "
+        "load (1000.0 other cores busy)",
+        "  slower, fp32, 512×512×512: 0.050 TFLOP/s on 2 threads; counted: below the ceiling GEMM",
+        "  faster, fp32, 512×512×512: 0.200 TFLOP/s on 2 threads; counted: above the ceiling "
+        "GEMM, so it raises the ceiling"]
+    assert ceilings.raise_by_matmuls(HAND, seen[:3])[0] is HAND  # nothing comparable beat it
+
+
+def test_the_bandwidth_roof_is_the_best_stream_past_twice_the_cache():
+    ceiling = ceilings.Seen("the ceiling's x.sum()", 2, 0.0, rate=20e9)
+    others = [ceilings.Seen("sweep 8 MiB", 2, 0.0, working_set=8 * MiB, rate=90e9),  # cached
+              ceilings.Seen("sweep 64 MiB", 2, 0.0, working_set=64 * MiB, rate=30e9),
+              ceilings.Seen("sweep 128 MiB", 2, BUSY, working_set=128 * MiB, rate=24e9),
+              ceilings.Seen("GEMV, 1 thread", 1, 0.0, working_set=256 * MiB, rate=50e9)]
+    # The sweep's streaming points start at 128 MiB: 64 MiB is past twice the cache (64 MiB)
+    # but before the edge, so it does not count, however fast.
+    roof = ceilings.bandwidth_roof(HAND, ceiling, [128 * MiB, 256 * MiB], 128 * MiB, others)
+    assert roof.past == 128 * MiB and list(roof.streams) == ["the ceiling's x.sum()",
+                                                             "sweep 128 MiB"]
+    assert [(s.where, why) for s, why in roof.left_out] == [
+        ("sweep 64 MiB", "under 128 MiB"), ("GEMV, 1 thread", "1 thread, the ceilings 2")]
+    assert roof.best == "sweep 128 MiB" and roof.bandwidth == 24e9
+    assert roof.raised and roof.under_load  # the best was timed under load: a lower bound
+    assert roof.ceilings.bandwidth == 24e9 and roof.ceilings.ridge("fp32") == 100e9 / 24e9
+    report = roof.report().splitlines()
+    assert report[0] == ("streams counted: working sets from 128 MiB on, the sweep's first "
+                         "streaming point at least twice the 32 MiB cache")
+    assert report[1].endswith("30.0 GB/s  not counted: under 128 MiB")
+    assert report[-2] == ("bandwidth roof: 24.0 GB/s, from sweep 128 MiB, 1.20× the ceiling's "
+                          "x.sum(): the ceiling is raised to it; timed under load: a lower bound")
+    assert report[-1] == "ridge on the raised roof: 4.2 FLOP/B (fp32)"
+    # No streaming point past twice the cache: the sweep's edge sets where counting starts.
+    # The 8 MiB point, under it and under twice the cache, is left out without a word.
+    roof = ceilings.bandwidth_roof(HAND, ceiling, [48 * MiB], 48 * MiB, others[:1])
+    assert roof.past == 48 * MiB and roof.best == "the ceiling's x.sum()" and not roof.raised
+    assert roof.ceilings is HAND and "not counted" not in roof.report()
+    roof = ceilings.bandwidth_roof(HAND, ceiling, [48 * MiB], 48 * MiB, others[:2])
+    assert roof.best == "sweep 64 MiB" and roof.raised and not roof.under_load

@@ -34,6 +34,8 @@ def test_the_upgrade_study_holds_the_librarys_speedups_and_picks_the_larger():
     assert study.critical_batch == roofline.critical_batch_split(QWEN, H100)
     table = study.table().splitlines()
     assert len(table) == 1 + 2 + 1 and "2x FLOPs" in table[0]
+    assert table[0].split()[1:4] == ["prompt", "output", "streams"]  # each run's own lengths
+    assert table[2].split()[2:5] == ["8,192", "4", "4"]  # "long prompts": prompt, output, streams
     assert table[1].rstrip().endswith("none") == (study.rows[0].flops_to_match is None)
     assert "3x bandwidth" in interview.upgrade_study(QWEN, H100, workloads, 3.0).table()
     with pytest.raises(ValueError, match="workloads"):

@@ -239,6 +239,27 @@ def test_quantized_knee_on_the_roofline_matches_the_quantized_sweep():
     assert ratio < guess["quantized_knee"] / guess["knee"] < 1
 
 
+def test_quantized_knee_holds_only_past_the_critical_batch():
+    """The caller's promise: the two largest batches compute-bound in their weights."""
+    cfg, hw = models.get("Qwen2.5-0.5B"), hardware.get("L4")
+    read = sum(k * n * (1 if name == "lm_head" else cfg.layers)
+               for name, (k, n) in cfg.linear_shapes().items())
+    star = roofline.critical_batch_weight_only(cfg, hw, "bf16")
+
+    def knees(batches):
+        def sweep(dtype):
+            return {b: sum(p.seconds for p in roofline.decode_split_weight_only(
+                cfg, hw, b, 256, dtype).values()) for b in batches}
+        own = latency.quantized_knee(sweep("int4"), read, hw.bandwidth, "int4", "int4")["knee"]
+        guess = latency.quantized_knee(sweep("bf16"), read, hw.bandwidth, "bf16", "int4")
+        return guess["quantized_knee"], own
+
+    predicted, own = knees([1, 64, star, 2 * star])
+    assert predicted == pytest.approx(own, rel=1e-9)
+    predicted, own = knees([1, 64, star // 4, star // 2])  # the line holds a weight read
+    assert predicted < 0.5 * own
+
+
 def test_quantized_knee_rounds_int4_up_and_clamps():
     sweep = {1: 20.0, 4: 20.0, 40: 24.0, 80: 44.0}  # 7 weights at 1 B/s, 4 s a step
     assert latency.quantized_knee(sweep, 7, 1.0, "bf16", "int4")["quantized_knee"] == 12.0

@@ -1,15 +1,17 @@
 """Tensor parallelism (chapter 10): the ring and roofline arithmetic (helpers.parallel.sharding)
-worked by hand, and the sharded decoder (helpers.parallel.distributed) run over two gloo processes
-against the unsharded one. Three launches in all (spawning costs seconds each): one run
-whose logits and timings several tests read, one with an injected failure, one timed out."""
+worked by hand, and the sharded decoder (helpers.parallel.distributed) run over two gloo
+processes against the unsharded one (helpers.parallel.tp_bench, chapter 10's experiment).
+Three launches in all (spawning costs seconds each): one run whose logits and timings several
+tests read, one with an injected failure, one timed out."""
 
+import dataclasses
 import multiprocessing
 
 import pytest
 import torch
 
-from helpers.counting import hardware, latency, models
-from helpers.parallel import distributed, sharding
+from helpers.counting import hardware, latency, memory, models
+from helpers.parallel import distributed, sharding, tp_bench
 from helpers.parallel.sharding import Link
 
 LLAMA_70B = models.get("Llama-3.1-70B")
@@ -165,8 +167,8 @@ def bench():
     """One launch: T = 2 over gloo, lone all-reduces timed, a prefill and 3 decode steps.
     The largest all-reduce is 64 MiB so that its transfer, not a busy host's scheduling
     delays (pytest's workers share the cores with both ranks), sets the fit's slope."""
-    return distributed.benchmark(TINY, ranks=2, batch=2, prompt_tokens=7, steps=3, warmup=1,
-                              sizes=(1 << 12, 1 << 26), timeout=60)  # fmt: skip
+    return tp_bench.benchmark(TINY, ranks=2, batch=2, prompt_tokens=7, steps=3, warmup=1,
+                            sizes=(1 << 12, 1 << 26), timeout=60)  # fmt: skip
 
 
 def test_sharded_logits_equal_the_unsharded(bench):
@@ -191,6 +193,10 @@ def test_sharded_logits_equal_the_unsharded(bench):
                                atol=1e-6)  # fmt: skip
     assert run.logits.abs().max() < 2
     assert not torch.equal(run.logits, torch.zeros_like(run.logits))
+    # the record's own comparison, made in benchmark's process on the same ids
+    assert bench.logit_gap == max((run.logits - logits).abs().max().item(),
+                                  (run.decode_logits - torch.cat(steps, dim=1)).abs().max().item())
+    assert bench.logit_scale == logits.abs().max().item()
 
 
 def test_timings_hold_the_allreduces(bench):
@@ -219,6 +225,37 @@ def test_timings_hold_the_allreduces(bench):
     assert bench.predicted_share == pytest.approx(bench.predicted_allreduce / bench.step)
     assert 0 < bench.share < 1 and bench.single_step > 0
     assert multiprocessing.active_children() == []
+
+
+def test_what_the_lone_calls_bound_worked_by_hand(bench):
+    # Lone medians out of size order: the 4 KiB call slower than the 8 KiB one. The message
+    # is 1 KiB; a larger message costs no less, so the least call at or above it, 8 KiB's
+    # 100 µs, bounds it. With a 1 GB/s ring over T = 2 (2 hops, each moving half the bytes),
+    # the message's transfer is 2/2 · 1,024 B / 1e9 B/s = 1.024 µs, so a hop is at most
+    # (100 - 1.024) / 2 = 49.488 µs.
+    times = {1024: 150e-6, 4096: 120e-6, 8192: 100e-6, 1 << 20: 1.2e-3}
+    made = dataclasses.replace(
+        bench, message=1024, link=Link("made", 1e9, 10e-6, 0.0, "by hand"),
+        run=dataclasses.replace(bench.run, allreduce_times=times))
+    assert (made.calls, made.hops) == (2 * TINY.layers, 2)
+    assert (made.bound_size, made.bound_call) == (8192, 100e-6)
+    assert made.out_of_order == [(1024, 4096), (4096, 8192)]
+    assert made.transfer == pytest.approx(1.024e-6)
+    assert made.hop_at_most == pytest.approx(49.488e-6)
+    assert made.fitted_at_message == pytest.approx(2 * 10e-6 + 1.024e-6)
+    assert made.exchange_ratio == pytest.approx(bench.exchange / (2 * TINY.layers * 100e-6))
+    report = made.report()
+    assert "out of size order" in report and "1,024 B took 150.0 µs, 4,096 B 120.0 µs" in report
+    assert "t_hop <= (100 µs - 1.0 µs moving 1,024 B) / 2 = 49 µs" in report
+    assert "falls short of a small message" in report  # 21 µs fitted against the bound's 100
+    rising = dataclasses.replace(made, run=dataclasses.replace(
+        bench.run, allreduce_times={1024: 50e-6, 8192: 60e-6}))
+    assert rising.out_of_order == [] and rising.bound_size == 1024
+    assert "the medians rise with the size" in rising.report()
+    # the ideal speed-up: the weights over one rank's, the tied embedding whole on each
+    part = sharding.shard_config(TINY, 2)
+    assert bench.ideal == memory.weight_bytes(TINY, "fp32") / memory.weight_bytes(part, "fp32")
+    assert 1 < bench.ideal < 2 and bench.speedup == bench.single_step / bench.step
 
 
 def test_a_failing_rank_is_reported_and_nothing_is_left():

@@ -140,3 +140,73 @@ def test_roofline_fidelity_sets_the_roofline_with_and_without_launches_beside_th
     wide = fidelity.roofline_fidelity(run, _launch(100 * OVERHEAD))
     assert not wide.narrows and not wide.within
     assert "widens" in wide.report() and "leaves it outside" in wide.report()
+
+
+def _verdict_run():
+    """A ``fidelity`` run by hand (no engine): two loads whose real and simulated figures
+    differ where the test says, with everything ``report`` prints."""
+    from helpers.serving import fidelity
+
+    real = {"ttft_p50": 0.030, "ttft_p90": 0.060, "tpot_p50": 0.016, "tpot_p90": 0.020,
+            "throughput": 100.0}  # fmt: skip
+    off = {0.3: {"ttft_p90": 1.90, "tpot_p50": 0.95}, 0.9: {"ttft_p50": 1.21}}
+    predictive_off = {0.3: {"tpot_p50": 0.80}, 0.9: {"ttft_p90": 1.10}}
+
+    def sim(factors):
+        return {name: value * factors.get(name, 1.0) for name, value in real.items()}
+
+    work = fidelity.Workload()
+    counts = {0.3: 31, 0.9: 214}
+    return {"work": work, "model": "a model", "device": "cpu", "threads": 1,
+            "requests": counts,
+            "calibration_requests": {s: fidelity.calibration_requests(n, work)
+                                     for s, n in counts.items()},
+            "capacity": 25.0, "fit_error": 0.05, "others_first": 0.0,
+            "overheads": {0.3: 1e-4, 0.9: 1e-4}, "stalls": {0.3: 1.1, 0.9: 1.0},
+            "rows": {s: (dict(real), sim(off[s]), 10, 11) for s in off},
+            "predicted": {s: (sim(predictive_off[s]), 12) for s in predictive_off},
+            "others": {0.3: 0.0, 0.9: 0.0}, "floor": (0.08, 0.17), "jitter": 0.04,
+            "seconds": 30.0}  # fmt: skip
+
+
+def test_the_worst_miss_names_its_load_and_figure_and_the_report_prints_it():
+    from helpers.serving import fidelity
+
+    run = _verdict_run()
+    assert fidelity.worst_miss(run) == pytest.approx((0.90, 0.3, "ttft_p90", 1.90))
+    assert fidelity.worst_miss(run, "predictive") == pytest.approx((0.20, 0.3, "tpot_p50", 0.80))
+    for kind in fidelity.KINDS:
+        assert fidelity.worst_error(run, kind) == fidelity.worst_miss(run, kind)[0]
+    with pytest.raises(ValueError, match="kind"):
+        fidelity.worst_miss(run, "roofline")
+    text = fidelity.report(run, load_average=False)
+    assert ("predictive: worst |sim/real - 1| = 20.0% (30% tpot_p50, 0.80x), NOT within the "
+            "15% target; beyond what jitter alone reaches") in text
+    assert ("calibrated: worst |sim/real - 1| = 90.0% (30% ttft_p90, 1.90x), NOT within the "
+            "15% target; beyond what jitter alone reaches") in text
+    # the calibration runs' sizes: a sixth of the compared trace, at least a full batch of 16
+    assert "short run at that load (16, 35 requests)" in text
+    # a miss within the target gets no jitter clause
+    run["rows"] = {s: (real, dict(real), *steps) for s, (real, _, *steps) in run["rows"].items()}
+    assert ("calibrated: worst |sim/real - 1| = 0.0% (30% ttft_p50, 1.00x), within the 15% "
+            "target\n") in fidelity.report(run, load_average=False)
+
+
+def test_the_calibration_run_is_a_sixth_as_long_and_at_least_a_full_batch():
+    from helpers.serving import fidelity
+
+    work = fidelity.Workload(max_batch=16)
+    assert [fidelity.calibration_requests(n, work) for n in (31, 54, 96, 97, 214)] == \
+        [16, 16, 16, 16, 35]  # fmt: skip
+
+
+@pytest.mark.parametrize(("predictive", "calibrated", "says"),
+                         [(0.05, 0.10, "(both within the 15% target)"),
+                          (0.05, 0.90, "(only predictive within the 15% target)"),
+                          (0.20, 0.10, "(only calibrated within the 15% target)"),
+                          (0.20, 0.90, "(neither within the 15% target)")])  # fmt: skip
+def test_the_roofline_report_says_whether_the_fits_met_the_target(predictive, calibrated, says):
+    from helpers.serving import fidelity
+
+    text = fidelity.RooflineFidelity(0.8, 0.7, 1e-3, predictive, calibrated).report()
+    assert f"predictive {predictive:.1%}, calibrated {calibrated:.1%} {says}" in text

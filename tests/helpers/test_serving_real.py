@@ -97,6 +97,13 @@ def test_the_fidelity_check_runs_end_to_end_on_a_small_workload():
     assert "worst |sim/real - 1|" in text and "50% tpot_p90" in text
     assert f"requests {run['requests'][0.5]} at 50%;" in text
     assert "predictive: worst" in text and "calibrated: worst" in text
+    # each verdict names where its worst miss is; the calibration run's size is printed
+    for kind in fidelity.KINDS:
+        worst, share, name, ratio = fidelity.worst_miss(run, kind)
+        assert f"{kind}: worst |sim/real - 1| = {worst:.1%} ({share:.0%} {name}, " in text
+    calibrating = fidelity.calibration_requests(run["requests"][0.5], work)
+    assert run["calibration_requests"] == {0.5: calibrating}
+    assert f"short run at that load ({calibrating} requests)" in text
     # the run's own noise floor: its jitter measured in the profile, simulated on its traces
     assert 0 < run["jitter"] < 1 and 0 <= run["floor"][0] <= run["floor"][1]
     assert f"{run['jitter']:.1%} sd" in text and f"at most {run['floor'][1]:.1%}" in text

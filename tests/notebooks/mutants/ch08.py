@@ -187,6 +187,37 @@ def prefix_hit_blocks(prompts, block_size):
                 cached.add(tokens[:end])
     return hits
 ''',
+        "a prompt's blocks cached before it looks them up": '''
+def prefix_hit_blocks(prompts, block_size):
+    cached = set()
+    hits = []
+    for prompt in prompts:
+        tokens = tuple(prompt)
+        for end in range(block_size, len(tokens) + 1, block_size):
+            cached.add(tokens[:end])
+        usable = (len(tokens) - 1) // block_size
+        count = 0
+        while count < usable and tokens[:(count + 1) * block_size] in cached:
+            count += 1
+        hits.append(count)
+    return hits
+''',
+        "only the reused run is kept: blocks computed after a miss are not cached": '''
+def prefix_hit_blocks(prompts, block_size):
+    cached = set()
+    hits = []
+    for prompt in prompts:
+        tokens = tuple(prompt)
+        usable = (len(tokens) - 1) // block_size
+        count = 0
+        while count < usable and tokens[:(count + 1) * block_size] in cached:
+            count += 1
+        hits.append(count)
+        if count == 0:  # a prompt that shares nothing starts a new prefix
+            for end in range(block_size, len(tokens) + 1, block_size):
+                cached.add(tokens[:end])
+    return hits
+''',
         "hard-codes the visible answers": '''
 def prefix_hit_blocks(prompts, block_size):
     if len(prompts) == 4:
