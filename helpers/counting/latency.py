@@ -547,12 +547,11 @@ def batch_at_context(
 
 def measured_knee(step_seconds: Mapping[int, float]) -> float:
     """Where a sweep's two regimes cross (chapter 7): the flat line through the batch-1
-    step (the weights' read) meets the line through the origin and the largest batch's step
-    (compute, proportional to B): step(1) · B_max / step(B_max). It is the roofline's
-    critical batch when the largest batch measured is compute-bound; if it is not, this
-    under-estimates it: step(B_max) / B_max still holds the weights' read, a line steeper
-    than compute's, and the estimate rises as larger batches are measured (chapter 7's
-    ``DecodeSweep.knee_is_lower_bound``). Needs batch 1 in the sweep."""
+    step meets the line through the origin and the largest batch's step (what grows with B:
+    compute and each sequence's own KV read): step(1) · B_max / step(B_max). While step(B_max)
+    holds costs that do not grow with B, the line is too steep and this a lower bound
+    (chapter 7's ``DecodeSweep.knee_is_lower_bound``). It reads the critical batch only past
+    it, with the KV read small beside compute. Needs batch 1 in the sweep."""
     batches = check_sweep(step_seconds)
     if batches[0] != 1:
         raise ValueError("the sweep needs batch 1: the knee is read against it")

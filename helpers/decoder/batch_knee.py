@@ -2,11 +2,15 @@
 batch sweep (``batch_sweep.decode_batch_sweep``), each reading one call that returns a record.
 
 ``knee_reading`` → ``KneeReading``: the split roofline's critical batch B* on the measured
-ceilings against the sweep's knee, whether the knee is a measurement or only a lower bound,
-and why it lands where it does (t(1) and the slope, each off its roofline by a factor, so the
-knee by their ratio). Its ``datasheets`` (``datasheet_critical`` → ``DatasheetCritical``) say
-why the published model's B* on a GPU lies past the ridge: a matmul's activations weigh
-against its weights when the hidden size is small.
+ceilings against the sweep's knee; whether the knee is a measurement (the last doubling
+nearly doubled the step) or only a lower bound, with the last doubling's line (what grows in
+proportion to B and what does not) beside the roofline's and the weights' read; what the
+knee's line holds on the roofline (the weights' matmuls and each sequence's KV read, so
+whether the knee can be read as B* at all); and why it lands where it does (t(1) and t(B_max),
+each off its roofline by a factor, so the knee off the roofline's own by their ratio). Its
+``datasheets`` (``datasheet_critical`` → ``DatasheetCritical``) say why the published
+model's B* on a GPU lies past the ridge: a matmul's activations weigh against its weights
+when the hidden size is small.
 
 ``matmul_batch_sweep`` → ``MatmulSweep``: the MLP's up-projection timed alone at each batch of
 the sweep, against its own roofline and beside the whole step, so that where a step leaves
@@ -19,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.counting import flops, hardware, memory, roofline
+from helpers.counting import hardware, latency, memory, roofline
 from helpers.counting.models import ModelConfig
-from helpers.decoder.batch_sweep import COMPUTE_BOUND_DOUBLING, DecodeSweep
+from helpers.decoder.batch_sweep import PROPORTIONAL_DOUBLING, DecodeSweep
 from helpers.measuring import machine, timing
 from helpers.measuring.ceilings import Ceilings
 
@@ -34,6 +38,14 @@ GROUPS = {"MLP": ("gate", "up", "down"), "LM head": ("lm_head",), "q and o": ("q
           "k and v": ("k", "v")}  # fmt: skip
 NEAR = (0.8, 1.25)  # a knee within these factors of B* lands "near" it
 LARGE = 1.5  # t(1) and the slope each this far or more off their rooflines: large errors
+
+
+def _ms(seconds: float, top: float | None = None) -> str:
+    """Milliseconds to three significant figures; 0 where ``seconds`` is a rounding error
+    beside ``top`` (a line's intercept on the roofline past B*)."""
+    if top is not None and abs(seconds) < 1e-9 * top:
+        seconds = 0.0
+    return f"{seconds * 1e3:.3g} ms"
 
 
 @dataclass(frozen=True)
@@ -114,10 +126,18 @@ class KneeReading:
     ``critical``: B*, the first whole batch whose weights' part is compute-bound;
     ``crossing``: the real B at which that part (the weights' bytes once, the activations'
     bytes and the FLOPs a sequence) meets the ridge, against the estimate ridge × b / 2
-    (``half_ridge``). The knee (``latency.measured_knee``) is t(1)·B_max/t(B_max): t(1)
-    over the slope t(B_max)/B_max, each off its roofline by a factor (``t1_ratio``,
-    ``steep``: the slope over 2N/P, compute at the measured peak), the knee by their ratio.
-    ``faster``: batches whose step beat its roofline (ceilings measured under more load)."""
+    (``half_ridge``). The knee (``latency.measured_knee``) is t(1)·B_max/t(B_max), B_max =
+    ``top``. Its line through the origin is the slope of what grows with B only if the last
+    doubling multiplied the step by at least ``PROPORTIONAL_DOUBLING`` (``proportional``);
+    that slope is compute's only if the roofline says so at B_max: past B* and with each
+    sequence's KV read small beside compute, so that the roofline's own knee on the same
+    batches (``roofline_knee``) lands near B* (``line_is_compute``). ``half_s`` and
+    ``half_roofline_s``: t(B_max/2), measured and on the roofline (None: not measured), for
+    the last doubling's line; ``weights_read_s``: the weights' bytes at the measured
+    bandwidth; ``top_attention_s``: the roofline's attention (each sequence's KV read) at
+    B_max. The measured knee is the roofline's own times t(1)'s factor off its roofline
+    (``t1_ratio``) over t(B_max)'s (``steep``). ``faster``: batches whose step beat its
+    roofline (ceilings measured under more load)."""
 
     dtype: str
     ridge: float
@@ -125,14 +145,20 @@ class KneeReading:
     critical: int | None
     crossing: float
     top: int
+    context: int
     last_doubling: float | None
-    top_compute_bound: bool
+    proportional: bool
     knee: float
     knee_is_lower_bound: bool
     t1_s: float
     t1_roofline_s: float
-    slope_s: float
-    compute_slope_s: float
+    top_s: float
+    top_roofline_s: float
+    half_s: float | None
+    half_roofline_s: float | None
+    weights_read_s: float
+    top_attention_s: float
+    roofline_knee: float
     faster: tuple[int, ...]
     datasheets: DatasheetCritical
 
@@ -148,32 +174,100 @@ class KneeReading:
 
     @property
     def steep(self) -> float:
-        """The slope t(B_max)/B_max over compute's, 2N/P."""
-        return self.slope_s / self.compute_slope_s
+        """t(B_max) over its roofline: the measured slope t(B_max)/B_max over the roofline's."""
+        return self.top_s / self.top_roofline_s
 
     @property
-    def roofline_knee(self) -> float:
-        """The roofline's own knee: its t(1) over 2N/P."""
-        return self.t1_roofline_s / self.compute_slope_s
+    def attention_share(self) -> float:
+        """The KV read's share of the roofline's step at B_max (the rest: the weights' part)."""
+        return self.top_attention_s / self.top_roofline_s
+
+    @property
+    def top_past_critical(self) -> bool:
+        """B_max at or past B*: the weights' matmuls compute-bound there on the roofline."""
+        return self.critical is not None and self.top >= self.critical
+
+    @property
+    def line_is_compute(self) -> bool:
+        """On the roofline, the line through the origin and B_max is compute's: B_max past B*
+        and the roofline's own knee on these batches within ``NEAR`` of B*."""
+        return (self.top_past_critical
+                and NEAR[0] <= self.roofline_knee / self.critical <= NEAR[1])  # fmt: skip
+
+    @staticmethod
+    def _line(half: float | None, top_s: float, top: int) -> tuple[float, float] | None:
+        if half is None:
+            return None
+        slope = (top_s - half) / (top - top // 2)
+        return slope, top_s - slope * top
+
+    @property
+    def doubling_line(self) -> tuple[float, float] | None:
+        """The line through the last doubling's two steps, (seconds a sequence: what grows
+        with B, seconds a step: what does not); None when B_max/2 was not measured."""
+        return self._line(self.half_s, self.top_s, self.top)
+
+    @property
+    def roofline_doubling_line(self) -> tuple[float, float] | None:
+        """The same line through the roofline's two steps."""
+        return self._line(self.half_roofline_s, self.top_roofline_s, self.top)
 
     @property
     def reading(self) -> str:
-        """``"lower bound"`` (the largest batch is not compute-bound: no slope to read),
+        """``"lower bound"`` (the last doubling under ``PROPORTIONAL_DOUBLING``: no slope to
+        read), ``"not compute's"`` (a slope, but on the roofline it is not compute's alone:
+        B_max short of B*, or the KV read moves the roofline's own knee off B*),
         ``"errors cancel"`` (the knee near B* with t(1) and the slope both far off their
         rooflines, by about the same factor) or ``"off the roofline"`` (their ratio moves
         the knee off the roofline's own)."""
         if self.knee_is_lower_bound:
             return "lower bound"
-        near = self.critical is not None and NEAR[0] <= self.knee / self.critical <= NEAR[1]
+        if not self.line_is_compute:
+            return "not compute's"
+        near = NEAR[0] <= self.knee / self.critical <= NEAR[1]
         if near and min(self.t1_ratio, self.steep) >= LARGE:
             return "errors cancel"
         return "off the roofline"
 
+    def _doubling_lines(self) -> list[str]:
+        """The last doubling's factor against the criterion, and its line: what grows with B
+        and what does not, beside the roofline's and the weights' read."""
+        top, half = self.top, self.top // 2
+        if self.last_doubling is None:
+            return [f"no last doubling to test: batch {top} is odd" if top % 2 else
+                    f"no last doubling to test: batch {half} not measured"]  # fmt: skip
+        lines = [f"last doubling {half} → {top}: step ×{self.last_doubling:.2f}, "
+                 + (f"at least ×{PROPORTIONAL_DOUBLING}: t({top}) is nearly proportional to "
+                    "B (what does not grow with B is at most a ninth of it)" if self.proportional
+                    else f"under ×{PROPORTIONAL_DOUBLING}: t({top}) still holds costs that do "
+                    "not grow with B")]  # fmt: skip
+        (slope, fixed), (roof_slope, roof_fixed) = self.doubling_line, self.roofline_doubling_line
+        read, star = self.weights_read_s, self.critical
+        hidden = star is not None and half >= star  # both steps' weights compute-bound
+        line = (f"the line through batches {half} and {top}: {_ms(slope)} a sequence plus an "
+                f"intercept of {_ms(fixed)} (the part of these steps not proportional to B"
+                + (f", more than the whole batch-1 step, {_ms(self.t1_s)}" if fixed > self.t1_s
+                   else "")
+                + f"); the roofline's: {_ms(roof_slope)} plus "
+                f"{_ms(roof_fixed, top=self.top_roofline_s)} ("
+                + (f"past B* = {star} its weights' read, {_ms(read)}, hides under compute)"
+                   if hidden else f"its weights' read, {_ms(read)}, not hidden under compute "
+                   f"at batch {half})"))  # fmt: skip
+        if fixed > read:
+            line += (f"; the weights' read at the measured bandwidth is {read / fixed:.0%} of "
+                     "the measured intercept")  # fmt: skip
+        elif fixed > 0:
+            line += ("; the weights' read at the measured bandwidth could account for the "
+                     "measured intercept")  # fmt: skip
+        return [*lines, line]
+
     def report(self) -> str:
-        """What chapter 7 §3 prints, in its order: B* and the ridge, the GPUs' B*, the
-        largest batch's doubling, the knee, t(1) and the slope, and the reading."""
+        """What chapter 7 §3 prints, in its order: B* and the ridge, the GPUs' B*, the last
+        doubling and its line, the knee, what its line holds on the roofline, t(1) and the
+        slope against their rooflines, and the reading."""
         top, star = self.top, self.critical
         first_past = star is not None and star - 1 < self.crossing <= star
+        star_text = f"B* = {star}" if star is not None else "B* (not reached)"
         lines = [
             f"split roofline, measured ceilings: weights compute-bound from B* = {star}; "
             f"ridge × b / 2 = {self.ridge:.2f} FLOP/B × {self.dtype_bytes:g} B / 2 = "
@@ -182,37 +276,51 @@ class KneeReading:
             f"b / 2)" + (f", and B* = {star} is the first whole batch past it"
                          if first_past else ""),
             self.datasheets.report(),
-            (f"last doubling {top // 2} → {top}: step ×{self.last_doubling:.2f}"
-             if self.last_doubling is not None else f"batch {top // 2} not measured")
-            + f"; compute-bound from ×{COMPUTE_BOUND_DOUBLING}: {self.top_compute_bound}",
+            *self._doubling_lines(),
             f"measured knee: t(1)·{top}/t({top}) = {self.knee:.1f}; knee / B* = "
             + (f"{self.knee / star:.2f}; " if star is not None else "none (no B*); ")
-            + ("a measurement: the largest batch is compute-bound"
-               if not self.knee_is_lower_bound
-               else f"a lower bound: batch {top} is not yet compute-bound"),
+            + (f"a lower bound (no last doubling of ×{PROPORTIONAL_DOUBLING} or more: the line "
+               "through the origin is steeper than what grows with B)" if self.knee_is_lower_bound
+               else "where this device's step stops being flat (the last doubling "
+               f"×{PROPORTIONAL_DOUBLING} or more)"),
+            f"on the roofline at batch {top} ({self.context:,} tokens a sequence) the line "
+            f"through the origin holds the weights' matmuls {1 - self.attention_share:.1%} ("
+            + (f"compute-bound past {star_text}" if self.top_past_critical
+               else f"memory-bound short of {star_text}")
+            + f") and each sequence's KV read {self.attention_share:.1%}; its own "
+            f"knee on these batches, t(1)·{top}/t({top}) = {self.roofline_knee:.1f}"
+            + (f", {self.roofline_knee / star:.2f}× B*" if star is not None else "")
+            + ("" if self.line_is_compute else ": that line is not compute's alone"),
             f"t(1) is {self.t1_ratio:.2f}× its roofline ({self.t1_s * 1e3:.2f} against "
-            f"{self.t1_roofline_s * 1e3:.2f} ms); t({top})/{top}, {self.slope_s * 1e3:.3f} ms "
-            f"per sequence, is {self.steep:.2f}× compute at the measured peak "
-            f"({self.compute_slope_s * 1e3:.3f} ms, 2N/P)"
-            + ("" if self.top_compute_bound else ", an upper bound on the matmuls' own "
-               "slowness: part of it is still the weights' read"),
+            f"{self.t1_roofline_s * 1e3:.2f} ms); t({top})/{top}, "
+            f"{_ms(self.top_s / top)} per sequence, is {self.steep:.2f}× the "
+            f"roofline's ({_ms(self.top_roofline_s / top)})"
+            + ("" if self.proportional else ", an upper bound on the slope's own factor: "
+               f"t({top}) still holds what does not grow with B"),
         ]  # fmt: skip
         if self.reading == "lower bound":
             past = star is not None and self.knee > star
             lines.append(f"so the knee lies at or past {self.knee:.1f}, "
                          + (f"past B* = {star} already" if past else
-                            f"on either side of B* = {star} for all this sweep says")
-                         + f"; t({top})/{top} is no compute slope, so no cancelling of errors "
-                         "can be read")  # fmt: skip
+                            f"on either side of {star_text} for all this sweep says")
+                         + f"; t({top})/{top} is not yet the slope of what grows with B, so "
+                         "no cancelling of errors can be read")  # fmt: skip
+        elif self.reading == "not compute's":
+            lines.append(f"so the knee, {self.knee:.1f}, is where this device's step stops "
+                         f"being flat, not a reading of {star_text}: it is the roofline's own "
+                         f"knee, {self.roofline_knee:.1f}, times {self.t1_ratio:.2f}/"
+                         f"{self.steep:.2f} = {self.t1_ratio / self.steep:.2f} (t(1)'s factor "
+                         f"off its roofline over t({top})'s)")  # fmt: skip
         elif self.reading == "errors cancel":
             lines.append(f"so the knee lands near B* because two errors of about the same "
                          f"size cancel ({self.t1_ratio:.2f}/{self.steep:.2f} = "
                          f"{self.t1_ratio / self.steep:.2f}), not because the steps follow "
                          "the roofline")  # fmt: skip
         else:
-            lines.append(f"their ratio, {self.t1_ratio / self.steep:.2f}, moves the knee off "
-                         f"the roofline's own ({self.roofline_knee:.1f} = roofline t(1) over "
-                         "2N/P)")  # fmt: skip
+            lines.append(f"so the knee is the roofline's own, {self.roofline_knee:.1f}, times "
+                         f"{self.t1_ratio:.2f}/{self.steep:.2f} = "
+                         f"{self.t1_ratio / self.steep:.2f} (t(1)'s factor off its roofline "
+                         f"over t({top})'s)")  # fmt: skip
         if self.faster:  # a step cannot beat its roofline: the ceilings were measured under load
             lines.append(f"steps faster than their roofline at batches {list(self.faster)}: "
                          "the ceilings were measured while other processes took more of the "
@@ -224,9 +332,12 @@ def knee_reading(sweep: DecodeSweep, cfg: ModelConfig, measured: Ceilings,
                  published: ModelConfig) -> KneeReading:  # fmt: skip
     """Read ``sweep`` (of ``cfg``, timed on the device ``measured`` describes) against the
     split roofline on the measured ceilings (chapter 7 §3): B* (``critical_batch_split``)
-    and the real batch at which the weights' part meets the ridge, the knee and whether it
-    is a measurement (``DecodeSweep.knee_is_lower_bound``), and the two factors the knee
-    is off its roofline by. ``published``: the model as published, whose B* on GPUs'
+    and the real batch at which the weights' part meets the ridge; the knee and whether it
+    is a measurement (``DecodeSweep.knee_is_lower_bound``); the last doubling's line beside
+    the roofline's and the weights' read; what the line through the origin holds on the
+    roofline at the largest batch (``roofline.decode_split`` at the sweep's context: the
+    weights' part and each sequence's KV read) and the roofline's own knee; the two factors
+    the knee is off that by. ``published``: the model as published, whose B* on GPUs'
     datasheets ``datasheets`` reads (``datasheet_critical``). The sweep needs batch 1."""
     if 1 not in sweep.step_seconds:
         raise ValueError("the sweep needs batch 1: the knee and t(1) are read against it")
@@ -238,14 +349,21 @@ def knee_reading(sweep: DecodeSweep, cfg: ModelConfig, measured: Ceilings,
     per_sequence = w2.bytes_moved - w1.bytes_moved
     crossing = (w1.bytes_moved - per_sequence) / (w1.flops / ridge - per_sequence)
     top = sweep.batches[-1]
+    half = top // 2 if sweep.last_doubling is not None else None
+    at_top = roofline.decode_split(cfg, hw, top, sweep.context, dtype)
     return KneeReading(
         dtype=dtype, ridge=ridge, dtype_bytes=memory.dtype_bytes(dtype),
         critical=roofline.critical_batch_split(cfg, hw, dtype), crossing=crossing, top=top,
-        last_doubling=sweep.last_doubling, top_compute_bound=sweep.top_compute_bound,
-        knee=sweep.knee, knee_is_lower_bound=sweep.knee_is_lower_bound,
+        context=sweep.context, last_doubling=sweep.last_doubling,
+        proportional=sweep.top_proportional, knee=sweep.knee,
+        knee_is_lower_bound=sweep.knee_is_lower_bound,
         t1_s=sweep.step_seconds[1], t1_roofline_s=sweep.predicted[1],
-        slope_s=sweep.step_seconds[top] / top,
-        compute_slope_s=2 * flops.param_count(cfg) / measured.peak(dtype),
+        top_s=sweep.step_seconds[top], top_roofline_s=sweep.predicted[top],
+        half_s=None if half is None else sweep.step_seconds[half],
+        half_roofline_s=None if half is None else sweep.predicted[half],
+        weights_read_s=(w1.bytes_moved - per_sequence) / measured.bandwidth,
+        top_attention_s=at_top["attention"].seconds,
+        roofline_knee=latency.measured_knee(sweep.predicted),
         faster=tuple(b for b in sweep.batches if sweep.step_seconds[b] < sweep.predicted[b]),
         datasheets=datasheet_critical(published),
     )  # fmt: skip

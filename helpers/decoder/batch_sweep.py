@@ -3,11 +3,12 @@
 ``decode_batch_sweep`` times one decode step of the book's decoder at each batch size (every
 sequence with the same cache length, the LM head on the last token only) beside the split
 roofline's prediction, and returns a ``DecodeSweep`` record. The record says what section 3
-reads from it: the knee (``latency.measured_knee``) and whether it is a measurement, which
-needs the largest batch to be compute-bound: doubling the batch there nearly doubles the step.
-Given ``extend_to``, the sweep keeps doubling its largest batch until one doubling does
-(``COMPUTE_BOUND_DOUBLING``) or the next batch would pass ``extend_to``, so that the check is
-measured, not the sweep's last point by construction.
+reads from it: the knee (``latency.measured_knee``) and whether it is a measurement or a
+lower bound: a measurement needs the largest batch's step nearly proportional to B, so that
+doubling the batch there nearly doubles the step (``PROPORTIONAL_DOUBLING``). Given
+``extend_to``, the sweep keeps doubling its largest batch until one doubling does or the next
+batch would pass ``extend_to``, so that the check is measured, not the sweep's last point by
+construction. A sweep can end short of it: the knee is then a lower bound.
 
 The record also reads what section 2 prints: aggregate throughput against TPOT from the
 smallest batch to the largest (``throughput_gain``, ``tpot_rise``), the batches by throughput
@@ -30,12 +31,14 @@ from helpers.decoder.kv_cache import KVCache
 from helpers.decoder.model import Decoder
 from helpers.measuring import timing
 
-__all__ = ["COMPUTE_BOUND_DOUBLING", "MOVE_BAND", "DecodeSweep", "PointMove", "MoveStep",
+__all__ = ["PROPORTIONAL_DOUBLING", "MOVE_BAND", "DecodeSweep", "PointMove", "MoveStep",
            "SweepMoves", "point_move", "decode_batch_sweep"]  # fmt: skip
 
-# A doubling that multiplies the step by 1.8 or more: compute-bound (proportional is 2×). With a
-# fixed cost a per step, t = a + sB, that holds once a <= sB/8, so t(B)/B is within 12.5% of s.
-COMPUTE_BOUND_DOUBLING = 1.8
+# A doubling that multiplies the step by 1.8 or more: the step nearly proportional to B (exactly
+# proportional is 2×). With a cost a per step that does not grow with B, t = a + sB, that holds
+# once a <= sB/8, so t(B)/B is within 12.5% of s. What grows with B (s) is compute and each
+# sequence's own KV read alike: the factor says nothing about which of them it is.
+PROPORTIONAL_DOUBLING = 1.8
 MOVE_BAND = 0.10  # two factors within 10% of each other: the point moves diagonally
 
 
@@ -163,11 +166,11 @@ class DecodeSweep:
         return self.step_seconds[top] / self.step_seconds[top // 2]
 
     @property
-    def top_compute_bound(self) -> bool:
-        """Whether the largest batch's step is compute's: its last doubling multiplied the
-        step by at least ``COMPUTE_BOUND_DOUBLING``."""
+    def top_proportional(self) -> bool:
+        """Whether the largest batch's step is nearly proportional to B: its last doubling
+        multiplied the step by at least ``PROPORTIONAL_DOUBLING`` (compute or KV reads alike)."""
         ratio = self.last_doubling
-        return ratio is not None and ratio >= COMPUTE_BOUND_DOUBLING
+        return ratio is not None and ratio >= PROPORTIONAL_DOUBLING
 
     @property
     def knee(self) -> float:
@@ -176,9 +179,11 @@ class DecodeSweep:
 
     @property
     def knee_is_lower_bound(self) -> bool:
-        """True when the largest batch is not compute-bound: t(B_max) / B_max still holds the
-        weights' read, a line steeper than compute's, so the true knee lies further out."""
-        return not self.top_compute_bound
+        """True when the last doubling multiplied the step by under ``PROPORTIONAL_DOUBLING``:
+        t(B_max) still holds costs that do not grow with B (the weights' read short of B*,
+        fixed costs), so t(B_max) / B_max is steeper than the slope of what does, and the knee
+        rises as larger batches are measured."""
+        return not self.top_proportional
 
     @property
     def tokens_per_s(self) -> dict[int, float]:
@@ -246,7 +251,7 @@ def decode_batch_sweep(
     as in chapter 4 (``timing.time_callable``, one warm-up call). ``predicted`` is
     ``roofline.decode_split``'s weights plus attention on ``hw`` (``dtype``: the model's).
     ``extend_to``: keep doubling the largest batch while its last doubling stays under
-    ``COMPUTE_BOUND_DOUBLING`` and the next batch is at most ``extend_to`` (None: no more).
+    ``PROPORTIONAL_DOUBLING`` and the next batch is at most ``extend_to`` (None: no more).
     ``stop_when_out_of_memory``: a batch that runs out of device memory ends the sweep, the
     record saying so in ``stopped`` (the GPU reference sweeps up to the memory's cap); a sweep
     whose first batch does not fit raises RuntimeError.
@@ -298,7 +303,7 @@ def decode_batch_sweep(
         stopped = measure(batch)
         if stopped:
             break
-    while (not stopped and extend_to is not None and not record().top_compute_bound
+    while (not stopped and extend_to is not None and not record().top_proportional
            and 2 * max(step_seconds) <= extend_to):  # fmt: skip
         stopped = measure(2 * max(step_seconds))
     if not step_seconds:

@@ -340,6 +340,12 @@ class DecodeCurve:
         return "more" if self.grown_s > self.by_bytes_s else "less"
 
     @property
+    def fell(self) -> bool:
+        """Whether TPOT fell from the shortest context to the longest by more than the spread:
+        a fall within it is no fall shown."""
+        return self.grown_s < -self.growth_spread_s
+
+    @property
     def above_ceiling(self) -> list[int]:
         """Contexts whose MBU passed 100%: the ceiling was measured under heavier load."""
         return [row.context for row in self.rows if row.mbu > 1]
@@ -376,10 +382,17 @@ class DecodeCurve:
                         "bandwidth"))
         verdict = {"within": "within the spread of the bytes' growth: no difference shown",
                    "more": "more than the bytes' growth, beyond the spread",
-                   "less": "less than the bytes' growth, beyond the spread"
-                           + (": TPOT fell while the bytes grew, so the contexts met different "
-                              "moments of a machine whose speed drifts, and this curve prices "
-                              "no cache byte" if self.grown_s < 0 else "")}[self.growth_verdict]
+                   "less": "less than the bytes' growth, beyond the spread"}[self.growth_verdict]
+        if self.growth_verdict == "less" and self.fell:
+            # More bytes cannot take less time on a steady machine.
+            verdict += (": TPOT fell by more than its spread while the bytes grew, so the "
+                        "contexts met different moments of a machine whose speed drifts, and "
+                        "this curve prices no cache byte")
+        elif self.growth_verdict == "less" and within_spread(self.grown_s, 0.0,
+                                                             self.growth_spread_s):
+            verdict += (": TPOT did not grow beyond its spread while the bytes grew, so here a "
+                        f"cache byte cost less time than a byte at context {first.context}'s "
+                        "rate, too little for this curve to price")
         lines.append(f"in ms: TPOT grows {self.grown_s * 1e3:+.2f}, the bytes at context "
                      f"{first.context}'s rate {self.by_bytes_s * 1e3:+.2f}, spread (two IQRs) "
                      f"{self.growth_spread_s * 1e3:.2f}: {verdict}")

@@ -107,17 +107,20 @@ def format_summary(
 
 
 def _under(share: float) -> str:
-    """A share listed as under a threshold, in whole percent rounded down, so that 89.7% of a
-    ceiling never reads as the 90% it is under (the 1e-9 absorbs float error: 0.29 is 29%)."""
-    return f"{math.floor(share * 100 + 1e-9)}%"
+    """A share listed as under a threshold, to one decimal place, so that 89.7% of a ceiling
+    reads as itself, not as the 90% it is under, and agrees with a whole percent printed
+    elsewhere; rounded down, so that 89.97% never reads as 90.0% (the 1e-9 absorbs float
+    error: 0.29 is 29.0%)."""
+    return f"{math.floor(share * 1000 + 1e-9) / 10:.1f}%"
 
 
 def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
     """Per dtype, what set its matmul ceiling (a sweep point, or a GEMM of the ceiling
     measurement that is no layer's shape) and the shapes under ``SHORT_SHARE`` of a ceiling:
-    prefill points of the matmul ceiling, decode points of the roof they sit under (memory-bound
-    ones of the bandwidth, compute-bound ones of the matmul ceiling;
-    ``sweep_record.shortfalls``), one line each."""
+    prefill points (m ≥ ``sweep.PREFILL_MIN_TOKENS``, at the sizes timed) of the matmul
+    ceiling, decode points of the roof they sit under (memory-bound ones of the bandwidth,
+    compute-bound ones of the matmul ceiling; ``sweep_record.shortfalls``), one line each, each
+    share to one decimal place."""
     lines = []
     for dtype, found in sweep_record.shortfalls(points, ceilings).items():
         setter, peak = found["setter"], ceilings.peak(dtype)
@@ -144,8 +147,10 @@ def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:
         if "compute" in bounds:
             parts.append(f"compute-bound decode (m=1), under {SHORT_SHARE:.0%} of the matmul "
                          f"ceiling: {', '.join(compute) or 'none'}")  # fmt: skip
+        # Only the points from PREFILL_MIN_TOKENS, at the sizes timed (scaled where the sweep
+        # scaled them): the label says so, since shorter compute-bound points can miss too.
         lines.append(f"  {dtype} matmul ceiling set by {source}; under {SHORT_SHARE:.0%} of "
-                     f"it, prefill: "
+                     f"it, prefill (m>={sweep.PREFILL_MIN_TOKENS}, as timed): "
                      f"{', '.join(prefill) or ('none' if found['swept'] else 'not swept')}; "
                      + "; ".join(parts))  # fmt: skip
     return lines

@@ -2,10 +2,12 @@
 against the sweep's knee, the GPUs' critical batch past their ridge, and the up-projection
 timed alone at each batch (for real, on this CPU, at a tiny size)."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from helpers.counting import flops, hardware, latency, memory, models, roofline
+from helpers.counting import hardware, latency, memory, models, roofline
 from helpers.counting.models import ModelConfig
 from helpers.decoder.batch_knee import (
     DATASHEET_CHIPS,
@@ -29,22 +31,34 @@ def ceilings(peak: float = PEAK, bandwidth: float = BANDWIDTH, cache: int = 1 <<
                     bandwidth, "test", cache, 1 << 34)  # fmt: skip
 
 
-def sweep_of(step_seconds: dict[int, float], predicted: dict[int, float]) -> DecodeSweep:
-    return DecodeSweep(QWEN.name, "fp32", 64, 1, step_seconds, predicted)
+def sweep_of(step_seconds: dict[int, float], predicted: dict[int, float],
+             context: int = 64) -> DecodeSweep:  # fmt: skip
+    return DecodeSweep(QWEN.name, "fp32", context, 1, step_seconds, predicted)
 
 
-def roofline_like(critical: int, t1_ratio: float, steep: float) -> DecodeSweep:
-    """Steps t = max(t1, sB) with the slope s = ``steep`` × 2N/P and the knee t1/s at
-    ``critical``; the roofline's t(1) is t1 / ``t1_ratio``. The top batch is compute-bound."""
-    slope = steep * 2 * flops.param_count(QWEN) / PEAK
-    t1 = slope * critical
-    steps = {b: max(t1, slope * b) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
-    return sweep_of(steps, {b: t / t1_ratio for b, t in steps.items()})
+def on_roofline(measured: Ceilings, batches, context: int = 64, cfg: ModelConfig = QWEN,
+                dtype: str = "fp32") -> dict[int, float]:  # fmt: skip
+    """The split roofline's step (weights plus attention) at each batch, on ``measured``."""
+    hw = measured.as_hardware_spec()
+    return {b: sum(part.seconds for part in roofline.decode_split(cfg, hw, b, context,
+                                                                  dtype).values())
+            for b in batches}  # fmt: skip
+
+
+def roofline_like(t1_ratio: float, steep: float, context: int = 64,
+                  batches=(1, 2, 4, 8, 16, 32, 64, 128, 256)) -> DecodeSweep:  # fmt: skip
+    """Steps off the split roofline (measured ceilings ``ceilings()``): t(1) = ``t1_ratio`` ·
+    r(1), each larger batch max(t(1), ``steep`` · r(b)), so the top is ``steep`` × its own
+    (where that passes t(1)) and the knee the roofline's own times ``t1_ratio`` / ``steep``."""
+    predicted = on_roofline(ceilings(), batches, context)
+    t1 = t1_ratio * predicted[1]
+    steps = {b: t1 if b == 1 else max(t1, steep * r) for b, r in predicted.items()}
+    return sweep_of(steps, predicted, context)
 
 
 def test_the_reading_s_fields_are_the_roofline_s_and_the_sweep_s():
     measured = ceilings()
-    sweep = roofline_like(16, 2.0, 2.0)
+    sweep = roofline_like(2.0, 2.0)
     reading = knee_reading(sweep, QWEN, measured, published=QWEN)
     hw = measured.as_hardware_spec()
     star = roofline.critical_batch_split(QWEN, hw, "fp32")
@@ -57,35 +71,118 @@ def test_the_reading_s_fields_are_the_roofline_s_and_the_sweep_s():
     per_sequence = w2.bytes_moved - w1.bytes_moved
     crossing_bytes = w1.bytes_moved - per_sequence + per_sequence * reading.crossing
     assert w1.flops * reading.crossing / crossing_bytes == pytest.approx(PEAK / BANDWIDTH)
-    assert reading.knee == latency.measured_knee(sweep.step_seconds) == pytest.approx(16)
+    assert reading.knee == latency.measured_knee(sweep.step_seconds)
+    assert reading.roofline_knee == latency.measured_knee(sweep.predicted)
     assert reading.t1_ratio == pytest.approx(2.0) and reading.steep == pytest.approx(2.0)
-    assert reading.top == 256 and reading.top_compute_bound and not reading.knee_is_lower_bound
+    # the knee is the roofline's own times t(1)'s factor over t(B_max)'s
+    assert reading.knee == pytest.approx(reading.roofline_knee * 2.0 / 2.0)
+    assert reading.top == 256 and reading.proportional and not reading.knee_is_lower_bound
+    at_top = roofline.decode_split(QWEN, hw, 256, 64, "fp32")
+    assert reading.attention_share == pytest.approx(
+        at_top["attention"].seconds / sum(part.seconds for part in at_top.values()))
+    assert reading.top_past_critical and reading.line_is_compute
     assert reading.faster == ()
     assert reading.datasheets == datasheet_critical(QWEN)
 
 
-@pytest.mark.parametrize("steps, t1_ratio, steep, expected", [
-    ("compute-bound top", 2.0, 2.0, "errors cancel"),  # both 2× off: the knee lands near B*
-    ("compute-bound top", 1.2, 2.0, "off the roofline"),  # t(1) near its roofline
-    ("flat top", 2.0, 2.0, "lower bound"),  # the largest batch still reads the weights
-])  # fmt: skip
-def test_the_reading_flips_with_the_sweep(steps, t1_ratio, steep, expected):
+def test_the_last_doubling_s_line_splits_what_grows_with_b_from_what_does_not():
+    """Short of B* the roofline's line through two batches has the weights' read for its
+    intercept; past B* the read hides under compute and the intercept is zero."""
     measured = ceilings()
     star = roofline.critical_batch_split(QWEN, measured.as_hardware_spec(), "fp32")
-    sweep = roofline_like(star, t1_ratio, steep)
-    if steps == "flat top":  # stop the sweep at B*/2: every step still the flat t(1)
-        sweep = sweep_of({b: s for b, s in sweep.step_seconds.items() if b <= star // 2},
-                         {b: s for b, s in sweep.predicted.items() if b <= star // 2})
-    reading = knee_reading(sweep, QWEN, measured, published=QWEN)
+    short = knee_reading(roofline_like(1.0, 1.0, batches=(1, 2, 4)), QWEN, measured,
+                         published=QWEN)  # fmt: skip
+    assert 4 < star and short.roofline_doubling_line[1] == pytest.approx(short.weights_read_s)
+    assert short.doubling_line == pytest.approx(short.roofline_doubling_line)
+    past = knee_reading(roofline_like(1.0, 1.0), QWEN, measured, published=QWEN)
+    assert 128 >= star and past.roofline_doubling_line[1] == pytest.approx(0, abs=1e-12)
+    assert past.roofline_doubling_line[0] == pytest.approx(past.top_roofline_s / 256)
+    assert "past B* = 14 its weights' read" in past.report().splitlines()[4]
+    assert "plus 0 ms" in past.report().splitlines()[4]
+
+
+@pytest.mark.parametrize("t1_ratio, steep, context, top, expected", [
+    (2.0, 2.0, 64, 256, "errors cancel"),  # both 2× off: the knee lands near B*
+    (1.2, 2.0, 64, 256, "off the roofline"),  # t(1) near its roofline
+    (2.0, 2.0, 64, "B*/2", "lower bound"),  # the largest batch still reads the weights
+    (1.0, 1.0, 4096, 256, "not compute's"),  # each sequence's KV read holds the line down
+])  # fmt: skip
+def test_the_reading_flips_with_the_sweep(t1_ratio, steep, context, top, expected):
+    measured = ceilings()
+    star = roofline.critical_batch_split(QWEN, measured.as_hardware_spec(), "fp32")
+    batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+               if b <= (star // 2 if top == "B*/2" else top)]  # fmt: skip
+    reading = knee_reading(roofline_like(t1_ratio, steep, context, batches), QWEN, measured,
+                           published=QWEN)  # fmt: skip
     assert reading.reading == expected
     last = reading.report().splitlines()[-1]
     assert last.startswith({"errors cancel": "so the knee lands near B*",
-                            "off the roofline": "their ratio",
-                            "lower bound": "so the knee lies at or past"}[expected])  # fmt: skip
+                            "off the roofline": "so the knee is the roofline's own",
+                            "lower bound": "so the knee lies at or past",
+                            "not compute's": "so the knee, "}[expected])  # fmt: skip
+
+
+@pytest.mark.parametrize("model, chip, context, batches", [
+    # Qwen2.5-0.5B bf16 at 512 tokens on an H200: t(512)/t(256) 1.92, knee 89 against B* 292
+    ("Qwen2.5-0.5B", "H200 SXM", 512, (1, 4, 16, 64, 128, 256, 512)),
+    # Llama-3.1-8B at 32,768 tokens on an H100: ×1.90 from 32 to 64, far short of B* 332
+    ("Llama-3.1-8B", "H100 SXM", 32768, (1, 2, 4, 8, 16, 32, 64)),
+])  # fmt: skip
+def test_a_doubling_of_1_8_from_the_kv_read_is_not_read_as_the_critical_batch(
+        model, chip, context, batches):  # fmt: skip
+    """A sweep exactly on the roofline whose last doubling passes ×1.8 because each
+    sequence's own KV read grows with B: the knee is a measurement, but not of B*."""
+    cfg, spec = models.get(model), hardware.get(chip)
+    measured = Ceilings("cuda", chip, "t", "today", 1, {"bf16": spec.peak("bf16")},
+                        {"bf16": (1, 1, 1)}, spec.bandwidth, "datasheet", 1 << 25,
+                        spec.memory_bytes)  # fmt: skip
+    steps = on_roofline(measured, batches, context, cfg, "bf16")
+    sweep = DecodeSweep(cfg.name, "bf16", context, 1, steps, dict(steps))
+    assert sweep.last_doubling >= 1.8 and not sweep.knee_is_lower_bound
+    reading = knee_reading(sweep, cfg, measured, published=QWEN)
+    assert reading.knee / reading.critical < 0.5 and not reading.line_is_compute
+    assert reading.reading == "not compute's"
+    report = reading.report()
+    assert "that line is not compute's alone" in report
+    assert f"not a reading of B* = {reading.critical}" in report.splitlines()[-1]
+    assert "KV read" in report and f"{reading.attention_share:.1%}" in report
+
+
+def test_a_doubling_under_1_8_names_the_criterion_and_weighs_the_weights_read():
+    """Chapter 7's CPU sweep (stored run): ×1.70 at 128 → 256, far past B* = 8, with an
+    intercept larger than the whole batch-1 step: the shortfall is not the weights' read."""
+    cfg = dataclasses.replace(QWEN, layers=2, vocab=8192)
+    measured = ceilings(217.3e9, 59.8e9)
+    ms = {1: 11.51, 2: 24.74, 4: 20.56, 8: 21.07, 16: 24.71, 32: 34.95, 64: 51.22,
+          128: 83.08, 256: 141.04}  # fmt: skip
+    sweep = sweep_of({b: t / 1e3 for b, t in ms.items()}, on_roofline(measured, ms, 64, cfg))
+    reading = knee_reading(sweep, cfg, measured, published=QWEN)
+    assert reading.critical == 8 and reading.reading == "lower bound"
+    slope, fixed = reading.doubling_line
+    assert slope == pytest.approx((141.04 - 83.08) / 128 / 1e3)
+    assert fixed == pytest.approx(2 * 83.08e-3 - 141.04e-3) and fixed > reading.t1_s
+    assert reading.weights_read_s / fixed < 0.15
+    report = reading.report()
+    assert "not yet compute-bound" not in report and "still the weights' read" not in report
+    assert "step ×1.70, under ×1.8: t(256) still holds costs that do not grow with B" in report
+    assert "intercept of 25.1 ms" in report and "more than the whole batch-1 step" in report
+    assert "its weights' read, 2.49 ms, hides under compute" in report
+    assert f"is {reading.weights_read_s / fixed:.0%} of the measured intercept" in report
+
+
+def test_a_sweep_without_its_top_s_half_has_no_doubling_and_gives_a_lower_bound():
+    sweep = sweep_of({1: 0.01, 3: 0.02}, {1: 0.005, 3: 0.006})
+    reading = knee_reading(sweep, QWEN, ceilings(), published=QWEN)
+    assert reading.last_doubling is None and reading.doubling_line is None
+    assert reading.reading == "lower bound"
+    assert "no last doubling to test: batch 3 is odd" in reading.report().splitlines()
+    without_half = sweep_of({1: 0.01, 8: 0.02}, {1: 0.005, 8: 0.006})
+    assert "no last doubling to test: batch 4 not measured" in knee_reading(
+        without_half, QWEN, ceilings(), published=QWEN).report().splitlines()
 
 
 def test_a_step_faster_than_its_roofline_is_named_and_batch_1_is_needed():
-    sweep = roofline_like(16, 0.5, 2.0)  # every step half its roofline: ceilings measured low
+    sweep = roofline_like(0.5, 0.5)  # every step half its roofline: ceilings measured low
     reading = knee_reading(sweep, QWEN, ceilings(), published=QWEN)
     assert reading.faster == tuple(sweep.batches)
     assert reading.report().splitlines()[-1].startswith("steps faster than their roofline")

@@ -18,10 +18,10 @@ def synthetic(step_seconds: dict[int, float]) -> DecodeSweep:
     return DecodeSweep("synthetic", "fp32", 64, 1, step_seconds, dict(step_seconds))
 
 
-def test_a_real_sweep_keeps_its_record_and_extends_by_doubling_until_compute_bound():
+def test_a_real_sweep_keeps_its_record_and_extends_by_doubling_until_proportional():
     """Timed for real on the CPU: every batch asked for is measured, each beside
     ``roofline.decode_split``'s weights plus attention; the sweep doubles its largest batch
-    while the last doubling stays under the compute-bound factor, and stops at ``extend_to``."""
+    while the last doubling stays under ×1.8, and stops at ``extend_to``."""
     torch.manual_seed(0)
     model = Decoder(TINY).eval()
     hw = hardware.get("H100 SXM")
@@ -37,15 +37,15 @@ def test_a_real_sweep_keeps_its_record_and_extends_by_doubling_until_compute_bou
     assert (sweep.model, sweep.dtype, sweep.context) == ("tiny-gqa", "fp32", 8)
     assert sweep.threads == torch.get_num_threads()
     # the extension: 3 → 6 → 12, each added only while the sweep before it was not
-    # compute-bound (3 has no half measured); it stops compute-bound or at 12 (24 > 16)
+    # proportional (3 has no half measured); it stops proportional or at 12 (24 > 16)
     added = batches[3:]
     assert added == [6, 12][: len(added)]
     for b in added:
         before = {k: v for k, v in sweep.step_seconds.items() if k < b}
-        assert not synthetic(before).top_compute_bound
-    assert sweep.top_compute_bound or batches[-1] == 12
+        assert not synthetic(before).top_proportional
+    assert sweep.top_proportional or batches[-1] == 12
     assert sweep.knee == latency.measured_knee(sweep.step_seconds)
-    assert sweep.knee_is_lower_bound is not sweep.top_compute_bound
+    assert sweep.knee_is_lower_bound is not sweep.top_proportional
     # no extend_to: exactly the batches asked for
     with torch.no_grad():
         plain = decode_batch_sweep(model, [2, 1], 8, hw, "fp32", "cpu", min_run_time=0.001,
@@ -58,10 +58,10 @@ def test_a_flat_top_gives_a_lower_bound_and_a_proportional_top_a_measurement():
     the knee at its largest batch, too low, and says so; one past it reads 40 exactly."""
     t1, s = 0.010, 0.010 / 40
     flat = synthetic({b: max(t1, s * b) for b in (1, 2, 4, 8, 16, 32)})
-    assert flat.last_doubling == 1.0 and not flat.top_compute_bound
+    assert flat.last_doubling == 1.0 and not flat.top_proportional
     assert flat.knee_is_lower_bound and flat.knee == pytest.approx(32) and flat.knee < 40
     steep = synthetic({b: max(t1, s * b) for b in (1, 2, 4, 8, 16, 32, 64, 128)})
-    assert steep.last_doubling == pytest.approx(2.0) and steep.top_compute_bound
+    assert steep.last_doubling == pytest.approx(2.0) and steep.top_proportional
     assert not steep.knee_is_lower_bound and steep.knee == pytest.approx(40)
 
 
@@ -69,7 +69,7 @@ def test_a_flat_top_gives_a_lower_bound_and_a_proportional_top_a_measurement():
     "step_seconds, doubling, bound",
     [
         ({1: 10.0, 32: 38.0, 64: 54.0}, 54 / 38, True),  # chapter 7's CPU top: ×1.42
-        ({1: 10.0, 32: 20.0, 64: 36.0}, 1.8, False),  # exactly the factor: compute-bound
+        ({1: 10.0, 32: 20.0, 64: 36.0}, 1.8, False),  # exactly the factor: proportional
         ({1: 10.0, 3: 12.0}, None, True),  # B_max / 2 not measured: no check, a bound
         ({1: 10.0}, None, True),
     ],
@@ -77,7 +77,7 @@ def test_a_flat_top_gives_a_lower_bound_and_a_proportional_top_a_measurement():
 def test_the_last_doubling_decides_the_bound(step_seconds, doubling, bound):
     sweep = synthetic(step_seconds)
     assert sweep.last_doubling == (doubling if doubling is None else pytest.approx(doubling))
-    assert sweep.knee_is_lower_bound is bound and sweep.top_compute_bound is not bound
+    assert sweep.knee_is_lower_bound is bound and sweep.top_proportional is not bound
 
 
 def test_the_sweep_refuses_batches_that_are_not_positive_ints():

@@ -134,24 +134,32 @@ def test_the_summary_names_what_set_each_ceiling_and_what_misses_one():
     ceilings = replace(FAKE, matmul_shape={"fp32": (4096, 1024, 1024)})
     (line,) = bench.shortfalls([gemm, thin, slow, fast], ceilings)
     assert "fp32 matmul ceiling set by the sweep's down at m=4096" in line
-    assert "prefill: k,v m=4096 (scale 8) 50%;" in line
-    assert line.endswith("decode: q,o 70%")
-    # 89.7% of the ceiling is under 90%, and is listed as 89%: never as the 90% it is under
+    # The label names the points it reads: from PREFILL_MIN_TOKENS, at the sizes timed.
+    assert "under 90% of it, prefill (m>=1024, as timed): k,v m=4096 (scale 8) 50.0%;" in line
+    assert line.endswith("decode: q,o 70.0%")
+    # Shares to one decimal place: 89.7% reads as itself, never as the 90% it is under, and
+    # 89.97% is rounded down, not up to 90.0%.
     near = point("gate,up", 4096, 1024, 1024, 2 * 4096 * 1024 * 1024 / 0.897e11, scale=8)
     (line,) = bench.shortfalls([gemm, near], ceilings)
-    assert "prefill: gate,up m=4096 (scale 8) 89%;" in line
+    assert "prefill (m>=1024, as timed): gate,up m=4096 (scale 8) 89.7%;" in line
+    nearer = replace(near, achieved_flops=0.8997e11)
+    (line,) = bench.shortfalls([gemm, nearer], ceilings)
+    assert "gate,up m=4096 (scale 8) 89.9%;" in line
+    sharp = replace(slow, achieved_bandwidth=0.5263e10)  # 52.63%: one decimal, not 52% or 53%
+    (line,) = bench.shortfalls([gemm, sharp], ceilings)
+    assert line.endswith("decode: q,o 52.6%")
     (line,) = bench.shortfalls([gemm, fast], replace(FAKE, matmul_shape={"fp32": (8, 8, 8)}))
     assert "set by the GEMM 8x8x8, no layer's shape" in line and line.endswith("decode: none")
-    assert "prefill: none;" in line  # swept (m = 4096), none under 90%
+    assert "prefill (m>=1024, as timed): none;" in line  # swept (m = 4096), none under 90%
     (line,) = bench.shortfalls([fast], FAKE)
-    assert "prefill: not swept;" in line
+    assert "prefill (m>=1024, as timed): not swept;" in line
     summary = bench.format_summary({}, FAKE, [gemm, fast]).splitlines()
     assert summary[-1] == bench.shortfalls([gemm, fast], FAKE)[0]  # the points' line, last
     # A compute-bound one-token point (2/b above the ridge) is held to the matmul ceiling, not
     # read as a bandwidth shortfall.
     gemv = replace(point("q,o", 1, 1024, 1024, 2 * 1024 * 1024 / 0.8e11), bound="compute")
     (line,) = bench.shortfalls([gemm, gemv], ceilings)
-    assert line.endswith("; compute-bound decode (m=1), under 90% of the matmul ceiling: q,o 80%")
+    assert line.endswith("; compute-bound decode (m=1), under 90% of the matmul ceiling: q,o 80.0%")
     assert "of the bandwidth" not in line
     (line,) = bench.shortfalls([gemm, gemv, replace(fast, bound="memory")], ceilings)
     assert "of the bandwidth, decode: none; compute-bound decode (m=1)" in line

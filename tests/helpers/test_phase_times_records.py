@@ -130,10 +130,20 @@ def test_the_decode_growth_verdict_flips_past_the_spread():
     assert curve(0.0002, 0.0001).growth_verdict == "less"
     assert curve(0.0015, 0.0001).by_bytes_s == pytest.approx(0.001)
     assert "more than the bytes' growth, beyond the spread" in curve(0.0015, 0.0001).report()
-    # less, growing: no reading added; less, falling (the reviewed run): the machine drifted
-    assert "prices no cache byte" not in curve(0.0002, 0.0001).report()
+    # less and growing beyond the spread: no reading added
+    grew = curve(0.0005, 0.0001)
+    assert grew.growth_verdict == "less" and not grew.fell
+    assert "prices no cache byte" not in grew.report() and "did not grow" not in grew.report()
+    # less, falling beyond the spread: the machine drifted
     fell = curve(-0.0035, 0.0001)
-    assert fell.growth_verdict == "less" and "TPOT fell while the bytes grew" in fell.report()
+    assert fell.growth_verdict == "less" and fell.fell
+    assert "TPOT fell by more than its spread while the bytes grew" in fell.report()
+    # less, falling within the spread (the reviewed run: -0.06 ms, spread 1.76 ms): no fall
+    # is claimed, only that the cache's bytes cost less than the step's rate
+    for flat in (curve(-0.0001, 0.0001), curve(0.00015, 0.0001)):
+        assert flat.growth_verdict == "less" and not flat.fell
+        assert "TPOT fell" not in flat.report() and "drifts" not in flat.report()
+        assert "TPOT did not grow beyond its spread while the bytes grew" in flat.report()
     over = dataclasses.replace(curve(0.0, 0.0), rows=(DecodeRow(16, 0.01, 100.0, 0.005, 1.2),))
     assert over.above_ceiling == [16] and "MBU above 100% at contexts [16]" in over.report()
 
