@@ -214,7 +214,7 @@ def prefill_claim(cfg: ModelConfig, hw: HardwareSpec, prompt: int = 1024,
 
 def decode_claim(cfg: ModelConfig, hw: HardwareSpec, contexts: tuple[int, int] = (1024, 32768),
                  batch: int = 64, dtype: str = "bf16") -> Claim:  # fmt: skip
-    """Claim 2, "decode is ~1 FLOP/B, whatever the context": the answer's 2N/(Nb + κc) at a
+    """Claim 2, "decode is ~1 FLOP/B": the answer's 2N/(Nb + κc) at a
     short and a long context against a batch-1 step with activations at both, attention's
     and (at ``batch``) the weight matmuls' intensities on their own
     (``roofline.decode_split``), and the KV cache's share of the bytes when as many
@@ -232,7 +232,7 @@ def decode_claim(cfg: ModelConfig, hw: HardwareSpec, contexts: tuple[int, int] =
     kv = memory.kv_cache_bytes(cfg, long, batch=fits, dtype=dtype)  # as many as fit
     kv_share = kv / (kv + memory.weight_bytes(cfg, dtype))
     return Claim(
-        f"decode is ~1 FLOP/B in {dtype}, whatever the context",
+        f"decode is ~1 FLOP/B in {dtype}",
         f"{said[0]:.3f} at {_k(short)}, {said[1]:.3f} at {_k(long)}",
         f"{one:.3f} at batch 1 with activations and {one_long:.2f} at {_k(long)} (attention's "
         f"FLOPs, not in 2N, grow with the cache); attention {split[1]['attention']:.2f} "

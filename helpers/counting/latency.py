@@ -546,12 +546,12 @@ def batch_at_context(
 
 
 def measured_knee(step_seconds: Mapping[int, float]) -> float:
-    """Where a sweep's two regimes cross (chapter 7): the flat line through the batch-1
-    step meets the line through the origin and the largest batch's step (what grows with B:
-    compute and each sequence's own KV read): step(1) · B_max / step(B_max). While step(B_max)
-    holds costs that do not grow with B, the line is too steep and this a lower bound
-    (chapter 7's ``DecodeSweep.knee_is_lower_bound``). It reads the critical batch only past
-    it, with the KV read small beside compute. Needs batch 1 in the sweep."""
+    """A sweep's knee through the origin (chapter 7): step(1) · B_max / step(B_max), batch 1's
+    step over the largest batch's step per sequence. With steps a + sB (s: compute and each
+    sequence's own KV read; a ≥ 0: what does not grow with B) it is a lower bound on t(1)/s,
+    the knee a larger sweep would read (``DecodeSweep.knee_is_lower_bound``), and a puts
+    t(1)/s past the two-point knee (t(1) − a)/s (``quantized_knee``) by a/s. It reads the
+    critical batch only past it, with a and the KV read small. Needs batch 1 in the sweep."""
     batches = check_sweep(step_seconds)
     if batches[0] != 1:
         raise ValueError("the sweep needs batch 1: the knee is read against it")

@@ -1,10 +1,13 @@
-"""Chapter 7 §3 (`07_batching`): where a decode step stops being flat, read off the measured
-batch sweep (``batch_sweep.decode_batch_sweep``), each reading one call that returns a record.
+"""Chapter 7 §3 (`07_batching`): the measured batch sweep's knees against the critical batch
+(``batch_sweep.decode_batch_sweep``), each reading one call that returns a record.
 
 ``knee_reading`` → ``KneeReading``: the split roofline's critical batch B* on the measured
-ceilings against the sweep's knee; whether the knee is a measurement (the last doubling
-nearly doubled the step) or only a lower bound, with the last doubling's line (what grows in
-proportion to B and what does not) beside the roofline's and the weights' read; what the
+ceilings against the sweep's knee, t(1) over the largest batch's step per sequence: within an
+eighth below t(1)/s (s: the slope of what grows with B), the knee a larger sweep would read,
+when the last doubling nearly doubled the step, else only a lower bound on it; the last
+doubling's line (what grows in proportion to B and what does not) beside the roofline's and
+the weights' read; the two-point knee (``latency.quantized_knee``), which a cost every step
+pays does not move, and which is 0 where the large batches' intercept reaches t(1); what the
 knee's line holds on the roofline (the weights' matmuls and each sequence's KV read, so
 whether the knee can be read as B* at all); and why it lands where it does (t(1) and t(B_max),
 each off its roofline by a factor, so the knee off the roofline's own by their ratio). Its
@@ -19,6 +22,7 @@ its roofline below B* can be set against one matrix's kernel.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -127,11 +131,16 @@ class KneeReading:
     ``crossing``: the real B at which that part (the weights' bytes once, the activations'
     bytes and the FLOPs a sequence) meets the ridge, against the estimate ridge × b / 2
     (``half_ridge``). The knee (``latency.measured_knee``) is t(1)·B_max/t(B_max), B_max =
-    ``top``. Its line through the origin is the slope of what grows with B only if the last
-    doubling multiplied the step by at least ``PROPORTIONAL_DOUBLING`` (``proportional``);
-    that slope is compute's only if the roofline says so at B_max: past B* and with each
-    sequence's KV read small beside compute, so that the roofline's own knee on the same
-    batches (``roofline_knee``) lands near B* (``line_is_compute``). ``half_s`` and
+    ``top``: t(1) over B_max's step per sequence, a lower bound on t(1)/s (s: the slope of
+    what grows with B). ``two_point``: the line through the two largest batches (the two
+    batches, seconds a sequence, intercept) and ``two_point_knee`` where it meets t(1)
+    (``latency.quantized_knee``; 0.0 at or below batch 0), both None with fewer than three
+    batches or a line that does not rise. The line through the origin has the slope of what
+    grows with B, to within an eighth, only if the last doubling multiplied the step by at
+    least ``PROPORTIONAL_DOUBLING`` (``proportional``); that slope is compute's only if the
+    roofline says so at B_max: past B* and with each sequence's KV read small beside compute,
+    so that the roofline's own knee on the same batches (``roofline_knee``) lands near B*
+    (``line_is_compute``). ``half_s`` and
     ``half_roofline_s``: t(B_max/2), measured and on the roofline (None: not measured), for
     the last doubling's line; ``weights_read_s``: the weights' bytes at the measured
     bandwidth; ``top_attention_s``: the roofline's attention (each sequence's KV read) at
@@ -159,6 +168,8 @@ class KneeReading:
     weights_read_s: float
     top_attention_s: float
     roofline_knee: float
+    two_point: tuple[int, int, float, float] | None
+    two_point_knee: float | None
     faster: tuple[int, ...]
     datasheets: DatasheetCritical
 
@@ -215,8 +226,9 @@ class KneeReading:
     @property
     def reading(self) -> str:
         """``"lower bound"`` (the last doubling under ``PROPORTIONAL_DOUBLING``: no slope to
-        read), ``"not compute's"`` (a slope, but on the roofline it is not compute's alone:
-        B_max short of B*, or the KV read moves the roofline's own knee off B*),
+        read, the knee only a lower bound on t(1)/s), ``"not compute's"`` (a slope, but on
+        the roofline it is not compute's alone: B_max short of B*, or the KV read moves the
+        roofline's own knee off B*),
         ``"errors cancel"`` (the knee near B* with t(1) and the slope both far off their
         rooflines, by about the same factor) or ``"off the roofline"`` (their ratio moves
         the knee off the roofline's own)."""
@@ -236,7 +248,9 @@ class KneeReading:
         if self.last_doubling is None:
             return [f"no last doubling to test: batch {top} is odd" if top % 2 else
                     f"no last doubling to test: batch {half} not measured"]  # fmt: skip
-        lines = [f"last doubling {half} → {top}: step ×{self.last_doubling:.2f}, "
+        # rounded down: a factor just under the criterion must not print as the criterion
+        shown = math.floor(self.last_doubling * 1000) / 1000
+        lines = [f"last doubling {half} → {top}: step ×{shown:.3f}, "
                  + (f"at least ×{PROPORTIONAL_DOUBLING}: t({top}) is nearly proportional to "
                     "B (what does not grow with B is at most a ninth of it)" if self.proportional
                     else f"under ×{PROPORTIONAL_DOUBLING}: t({top}) still holds costs that do "
@@ -261,10 +275,34 @@ class KneeReading:
                      "measured intercept")  # fmt: skip
         return [*lines, line]
 
+    def _two_point_line(self) -> str:
+        """The two-point knee beside the origin line's: what a cost every step pays does to
+        each, or why the two-point knee is 0."""
+        if self.two_point is None:
+            return ("two-point knee: none (fewer than three batches, or the two largest steps "
+                    "do not rise)")  # fmt: skip
+        before, last, slope, fixed = self.two_point
+        line = (f"two-point knee (Exercise 2's reading): the line through batches {before} and "
+                f"{last} meets t(1) at {self.two_point_knee:.1f}")  # fmt: skip
+        if fixed >= self.t1_s:
+            return line + (f" (at or before batch 0): its intercept, {_ms(fixed)}, is at or "
+                           f"above t(1), {_ms(self.t1_s)}: the large batches' steps hold more "
+                           "that does not grow with B than batch 1's whole step, so neither knee "
+                           "marks where a flat stretch ends, and the origin line's only counts "
+                           f"t(1) in batch {self.top}'s steps per sequence")  # fmt: skip
+        if fixed > 0:
+            return line + (f"; its intercept, {_ms(fixed)} a step, does not grow with B and "
+                           f"puts t(1)/s = {self.t1_s / slope:.1f} past it by "
+                           f"{fixed / slope:.1f}; the origin line's knee, {self.knee:.1f}, lies "
+                           + ("past" if self.knee > self.two_point_knee else "short of")
+                           + " it")  # fmt: skip
+        return line + (f"; its intercept, {_ms(fixed, top=self.top_s)}, holds no cost that does "
+                       "not grow with B to move the origin line's knee past it")  # fmt: skip
+
     def report(self) -> str:
         """What chapter 7 §3 prints, in its order: B* and the ridge, the GPUs' B*, the last
-        doubling and its line, the knee, what its line holds on the roofline, t(1) and the
-        slope against their rooflines, and the reading."""
+        doubling and its line, the knee and the two-point knee, what the origin line holds on
+        the roofline, t(1) and the slope against their rooflines, and the reading."""
         top, star = self.top, self.critical
         first_past = star is not None and star - 1 < self.crossing <= star
         star_text = f"B* = {star}" if star is not None else "B* (not reached)"
@@ -277,12 +315,17 @@ class KneeReading:
                          if first_past else ""),
             self.datasheets.report(),
             *self._doubling_lines(),
-            f"measured knee: t(1)·{top}/t({top}) = {self.knee:.1f}; knee / B* = "
+            f"measured knee: t(1)·{top}/t({top}) = {self.knee:.1f}, batch 1's step over batch "
+            f"{top}'s per sequence ({_ms(self.top_s / top)}): where that cost a sequence adds "
+            "up to t(1); knee / B* = "
             + (f"{self.knee / star:.2f}; " if star is not None else "none (no B*); ")
-            + (f"a lower bound (no last doubling of ×{PROPORTIONAL_DOUBLING} or more: the line "
-               "through the origin is steeper than what grows with B)" if self.knee_is_lower_bound
-               else "where this device's step stops being flat (the last doubling "
-               f"×{PROPORTIONAL_DOUBLING} or more)"),
+            + ("only a lower bound on t(1)/s (s: the slope of what grows with B), the knee a "
+               f"larger sweep would read (no last doubling of ×{PROPORTIONAL_DOUBLING} or more: "
+               f"t({top})/{top} is still well above s)" if self.knee_is_lower_bound
+               else "within an eighth below t(1)/s (s: the slope of what grows with B), the "
+               f"knee a larger sweep would read (the last doubling ×{PROPORTIONAL_DOUBLING} or "
+               "more)"),
+            self._two_point_line(),
             f"on the roofline at batch {top} ({self.context:,} tokens a sequence) the line "
             f"through the origin holds the weights' matmuls {1 - self.attention_share:.1%} ("
             + (f"compute-bound past {star_text}" if self.top_past_critical
@@ -300,14 +343,16 @@ class KneeReading:
         ]  # fmt: skip
         if self.reading == "lower bound":
             past = star is not None and self.knee > star
-            lines.append(f"so the knee lies at or past {self.knee:.1f}, "
+            lines.append(f"so t(1)/s, the knee a larger sweep would read, lies at or past "
+                         f"{self.knee:.1f}, "
                          + (f"past B* = {star} already" if past else
                             f"on either side of {star_text} for all this sweep says")
                          + f"; t({top})/{top} is not yet the slope of what grows with B, so "
                          "no cancelling of errors can be read")  # fmt: skip
         elif self.reading == "not compute's":
-            lines.append(f"so the knee, {self.knee:.1f}, is where this device's step stops "
-                         f"being flat, not a reading of {star_text}: it is the roofline's own "
+            lines.append(f"so the knee, {self.knee:.1f}, is t(1) over this device's step "
+                         f"per sequence at batch {top}, not a reading of {star_text}: it is the "
+                         "roofline's own "
                          f"knee, {self.roofline_knee:.1f}, times {self.t1_ratio:.2f}/"
                          f"{self.steep:.2f} = {self.t1_ratio / self.steep:.2f} (t(1)'s factor "
                          f"off its roofline over t({top})'s)")  # fmt: skip
@@ -333,12 +378,14 @@ def knee_reading(sweep: DecodeSweep, cfg: ModelConfig, measured: Ceilings,
     """Read ``sweep`` (of ``cfg``, timed on the device ``measured`` describes) against the
     split roofline on the measured ceilings (chapter 7 §3): B* (``critical_batch_split``)
     and the real batch at which the weights' part meets the ridge; the knee and whether it
-    is a measurement (``DecodeSweep.knee_is_lower_bound``); the last doubling's line beside
-    the roofline's and the weights' read; what the line through the origin holds on the
-    roofline at the largest batch (``roofline.decode_split`` at the sweep's context: the
-    weights' part and each sequence's KV read) and the roofline's own knee; the two factors
-    the knee is off that by. ``published``: the model as published, whose B* on GPUs'
-    datasheets ``datasheets`` reads (``datasheet_critical``). The sweep needs batch 1."""
+    lies within an eighth below t(1)/s or only below it (``DecodeSweep.knee_is_lower_bound``);
+    the last doubling's line beside the roofline's and the weights' read; the two-point knee
+    (``latency.quantized_knee`` with nothing quantized) and its line; what the line through
+    the origin holds on the roofline at the largest batch (``roofline.decode_split`` at the
+    sweep's context: the weights' part and each sequence's KV read) and the roofline's own
+    knee; the two factors the knee is off that by. ``published``: the model as published,
+    whose B* on GPUs' datasheets ``datasheets`` reads (``datasheet_critical``). The sweep
+    needs batch 1."""
     if 1 not in sweep.step_seconds:
         raise ValueError("the sweep needs batch 1: the knee and t(1) are read against it")
     dtype = sweep.dtype
@@ -351,6 +398,14 @@ def knee_reading(sweep: DecodeSweep, cfg: ModelConfig, measured: Ceilings,
     top = sweep.batches[-1]
     half = top // 2 if sweep.last_doubling is not None else None
     at_top = roofline.decode_split(cfg, hw, top, sweep.context, dtype)
+    steps, two_point, two_point_knee = sweep.step_seconds, None, None
+    if len(sweep.batches) >= 3 and steps[top] > steps[sweep.batches[-2]]:
+        before = sweep.batches[-2]
+        slope = (steps[top] - steps[before]) / (top - before)
+        two_point = (before, top, slope, steps[top] - slope * top)
+        # Exercise 2's reading with nothing quantized: no weights' bytes saved, so n_params 0
+        two_point_knee = latency.quantized_knee(steps, 0, measured.bandwidth, dtype,
+                                                dtype)["knee"]  # fmt: skip
     return KneeReading(
         dtype=dtype, ridge=ridge, dtype_bytes=memory.dtype_bytes(dtype),
         critical=roofline.critical_batch_split(cfg, hw, dtype), crossing=crossing, top=top,
@@ -363,7 +418,8 @@ def knee_reading(sweep: DecodeSweep, cfg: ModelConfig, measured: Ceilings,
         half_roofline_s=None if half is None else sweep.predicted[half],
         weights_read_s=(w1.bytes_moved - per_sequence) / measured.bandwidth,
         top_attention_s=at_top["attention"].seconds,
-        roofline_knee=latency.measured_knee(sweep.predicted),
+        roofline_knee=latency.measured_knee(sweep.predicted), two_point=two_point,
+        two_point_knee=two_point_knee,
         faster=tuple(b for b in sweep.batches if sweep.step_seconds[b] < sweep.predicted[b]),
         datasheets=datasheet_critical(published),
     )  # fmt: skip

@@ -3,12 +3,14 @@
 ``decode_batch_sweep`` times one decode step of the book's decoder at each batch size (every
 sequence with the same cache length, the LM head on the last token only) beside the split
 roofline's prediction, and returns a ``DecodeSweep`` record. The record says what section 3
-reads from it: the knee (``latency.measured_knee``) and whether it is a measurement or a
-lower bound: a measurement needs the largest batch's step nearly proportional to B, so that
-doubling the batch there nearly doubles the step (``PROPORTIONAL_DOUBLING``). Given
-``extend_to``, the sweep keeps doubling its largest batch until one doubling does or the next
-batch would pass ``extend_to``, so that the check is measured, not the sweep's last point by
-construction. A sweep can end short of it: the knee is then a lower bound.
+reads from it: the knee (``latency.measured_knee``: t(1) over the largest batch's step per
+sequence) and how near it lies to t(1)/s, s the slope of what grows with B, the knee a larger
+sweep would read. It never lies above t(1)/s while the steps hold a cost that does not grow
+with B; it lies within an eighth of it once the largest batch's step is nearly proportional
+to B, so that doubling the batch there nearly doubles the step (``PROPORTIONAL_DOUBLING``).
+Given ``extend_to``, the sweep keeps doubling its largest batch until one doubling does or the
+next batch would pass ``extend_to``, so that the check is measured, not the sweep's last point
+by construction. A sweep can end short of it: the knee is then only a lower bound on t(1)/s.
 
 The record also reads what section 2 prints: aggregate throughput against TPOT from the
 smallest batch to the largest (``throughput_gain``, ``tpot_rise``), the batches by throughput
@@ -36,8 +38,9 @@ __all__ = ["PROPORTIONAL_DOUBLING", "MOVE_BAND", "DecodeSweep", "PointMove", "Mo
 
 # A doubling that multiplies the step by 1.8 or more: the step nearly proportional to B (exactly
 # proportional is 2×). With a cost a per step that does not grow with B, t = a + sB, that holds
-# once a <= sB/8, so t(B)/B is within 12.5% of s. What grows with B (s) is compute and each
-# sequence's own KV read alike: the factor says nothing about which of them it is.
+# once a <= sB/8, so t(B)/B is within 12.5% of s and the knee t(1)·B/t(B) within an eighth
+# below t(1)/s. What grows with B (s) is compute and each sequence's own KV read alike: the
+# factor says nothing about which of them it is.
 PROPORTIONAL_DOUBLING = 1.8
 MOVE_BAND = 0.10  # two factors within 10% of each other: the point moves diagonally
 
@@ -174,15 +177,19 @@ class DecodeSweep:
 
     @property
     def knee(self) -> float:
-        """``latency.measured_knee`` of the sweep: t(1) · B_max / t(B_max)."""
+        """``latency.measured_knee`` of the sweep: t(1) · B_max / t(B_max), t(1) over the
+        largest batch's step per sequence."""
         return latency.measured_knee(self.step_seconds)
 
     @property
     def knee_is_lower_bound(self) -> bool:
         """True when the last doubling multiplied the step by under ``PROPORTIONAL_DOUBLING``:
-        t(B_max) still holds costs that do not grow with B (the weights' read short of B*,
-        fixed costs), so t(B_max) / B_max is steeper than the slope of what does, and the knee
-        rises as larger batches are measured."""
+        t(B_max) still holds a large part that does not grow with B (the weights' read short
+        of B*, fixed costs), so t(B_max) / B_max is well above the slope s of what does, and
+        the knee only a lower bound on t(1)/s, the knee a larger sweep would read (it rises
+        toward it as larger batches are measured). False: within an eighth below t(1)/s. A
+        fixed cost a puts t(1)/s past the two-point knee (t(1) − a)/s
+        (``latency.quantized_knee``'s ``"knee"``) by a/s."""
         return not self.top_proportional
 
     @property

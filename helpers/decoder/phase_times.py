@@ -394,8 +394,8 @@ class DecodeCurve:
                         f"cache byte cost less time than a byte at context {first.context}'s "
                         "rate, too little for this curve to price")
         lines.append(f"in ms: TPOT grows {self.grown_s * 1e3:+.2f}, the bytes at context "
-                     f"{first.context}'s rate {self.by_bytes_s * 1e3:+.2f}, spread (two IQRs) "
-                     f"{self.growth_spread_s * 1e3:.2f}: {verdict}")
+                     f"{first.context}'s rate {self.by_bytes_s * 1e3:+.2f}, spread (the two ends' "
+                     f"IQRs summed) {self.growth_spread_s * 1e3:.2f}: {verdict}")
         if self.above_ceiling:
             lines.append(f"MBU above 100% at contexts {self.above_ceiling}: the bandwidth "
                          f"ceiling was measured under heavier load than these steps; rerun the "

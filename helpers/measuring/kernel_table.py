@@ -17,10 +17,12 @@ before each round of copies); each variant is timed by ``timing.time_callable`` 
 warm-up call, inside a ``machine.OthersLoad``, so a row timed while other processes took the
 cores it needed says so (``machine.load_unreliable``), and a row whose IQR is half its median
 or more (``ceilings.steady``) is marked two-mode. The verdicts: the fastest kernel above the
-bandwidth ceiling (then the ceiling is the best the sweep's run saw, not the machine's
-limit), the layout's cost, the matmul ceiling's cap where the shape is compute-bound at
-m = 1 (``roofline.matmul_time``), and the same shape and kernel's time in the sweep
-(section 4), where the sweep timed it: the same kernel, so a gap is the timing's.
+bandwidth ceiling (then the ceiling, the best rate the sweep's run saw past the cache, stream
+or matmul, is not the machine's limit, and the memory-bound roofline times built on it, the
+sweep's in sections 4–8, are not lower bounds), the layout's cost, the matmul ceiling's cap
+where the shape is compute-bound at m = 1 (``roofline.matmul_time``), and the same shape and
+kernel's time in the sweep (section 4), where the sweep timed it: the same kernel, so a gap
+is the timing's.
 
 This module stands apart from ``kernels`` because it reads ``ceilings.steady``, and
 ``ceilings`` imports ``kernels``.
@@ -156,9 +158,9 @@ class DtypeKernels:
                for row in (*self.kernels, self.transposed)]  # fmt: skip
         if self.above_ceiling:
             out.append(f"{dtype}: the fastest kernel streamed {self.fastest_share:.0%} of the "
-                       "bandwidth ceiling: the ceiling is the best the sweep's run saw, not this "
-                       "machine's limit, so the memory-bound roofline times above are not lower "
-                       "bounds here")
+                       "bandwidth ceiling: the ceiling is the best rate the sweep's run saw "
+                       "past the cache, not this machine's limit, so the memory-bound roofline "
+                       "times of sections 4–8 are not lower bounds here")
         out.append(f"{dtype} x @ B took {self.layout:.2f}x F.linear's time on the [out, in] "
                    f"layout (layout alone) and {self.over_fastest:.2f}x the fastest kernel's: "
                    + ("the layout costs little; the kernel and its prepared weight make the gap"

@@ -77,6 +77,7 @@ def test_the_reading_s_fields_are_the_roofline_s_and_the_sweep_s():
     # the knee is the roofline's own times t(1)'s factor over t(B_max)'s
     assert reading.knee == pytest.approx(reading.roofline_knee * 2.0 / 2.0)
     assert reading.top == 256 and reading.proportional and not reading.knee_is_lower_bound
+    assert "within an eighth below t(1)/s" in reading.report()
     at_top = roofline.decode_split(QWEN, hw, 256, 64, "fp32")
     assert reading.attention_share == pytest.approx(
         at_top["attention"].seconds / sum(part.seconds for part in at_top.values()))
@@ -118,7 +119,8 @@ def test_the_reading_flips_with_the_sweep(t1_ratio, steep, context, top, expecte
     last = reading.report().splitlines()[-1]
     assert last.startswith({"errors cancel": "so the knee lands near B*",
                             "off the roofline": "so the knee is the roofline's own",
-                            "lower bound": "so the knee lies at or past",
+                            "lower bound": "so t(1)/s, the knee a larger sweep would read, "
+                                           "lies at or past",
                             "not compute's": "so the knee, "}[expected])  # fmt: skip
 
 
@@ -164,10 +166,56 @@ def test_a_doubling_under_1_8_names_the_criterion_and_weighs_the_weights_read():
     assert reading.weights_read_s / fixed < 0.15
     report = reading.report()
     assert "not yet compute-bound" not in report and "still the weights' read" not in report
-    assert "step ×1.70, under ×1.8: t(256) still holds costs that do not grow with B" in report
+    assert "step ×1.697, under ×1.8: t(256) still holds costs that do not grow with B" in report
     assert "intercept of 25.1 ms" in report and "more than the whole batch-1 step" in report
     assert "its weights' read, 2.49 ms, hides under compute" in report
     assert f"is {reading.weights_read_s / fixed:.0%} of the measured intercept" in report
+    # A doubling just under the criterion is printed rounded down, never as the criterion.
+    edge = sweep_of({b: t / 1e3 for b, t in {**ms, 256: 1.7996 * 83.08}.items()},
+                    on_roofline(measured, ms, 64, cfg))
+    edge_report = knee_reading(edge, cfg, measured, published=QWEN).report()
+    assert "step ×1.799, under ×1.8:" in edge_report
+
+
+def test_the_two_point_knee_is_exercise_2_s_and_a_fixed_cost_moves_only_the_origin_line_s():
+    """Steps a + max(w, sB): the two-point knee is w/s whatever a (``latency.quantized_knee``);
+    past B* a fixed cost a pushes the origin line's knee later, toward t(1)/s = (a + w)/s,
+    and the report says so; an intercept at or above t(1) puts the two-point knee at 0."""
+    batches = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    w, s = 0.010, 0.010 / 40  # the corner at batch 40
+
+    def reading_of(steps: dict[int, float]):
+        reading = knee_reading(sweep_of(steps, dict(steps)), QWEN, ceilings(), published=QWEN)
+        assert reading.two_point_knee == latency.quantized_knee(steps, 0, 1.0, "fp32",
+                                                                "fp32")["knee"]  # fmt: skip
+        return reading
+
+    plain = reading_of({b: max(w, s * b) for b in batches})
+    lifted = reading_of({b: 0.004 + max(w, s * b) for b in batches})
+    for reading in (plain, lifted):
+        assert reading.two_point[:2] == (128, 256) and reading.two_point[2] == pytest.approx(s)
+        assert reading.two_point_knee == pytest.approx(40)
+    assert plain.knee == pytest.approx(40) and plain.two_point[3] == pytest.approx(0, abs=1e-15)
+    assert "holds no cost that does not grow with B" in plain.report()
+    # the fixed cost: the origin line's knee past the two-point knee, below t(1)/s = 56
+    assert 40 < lifted.knee < (0.004 + w) / s and lifted.two_point[3] == pytest.approx(0.004)
+    line = next(x for x in lifted.report().splitlines() if x.startswith("two-point knee"))
+    assert "meets t(1) at 40.0; its intercept, 4 ms a step, does not grow with B" in line
+    assert "t(1)/s = 56.0 past it by 16.0" in line
+    assert f"knee, {lifted.knee:.1f}, lies past it" in line
+    # batch 1 cheaper than the part of the large batches' steps that does not grow with B
+    above = reading_of({b: 0.012 + max(w, s * b) for b in batches} | {1: 0.011})
+    assert above.two_point_knee == 0.0 and above.two_point[3] > above.t1_s
+    report = above.report()
+    assert "(at or before batch 0): its intercept, 12 ms, is at or above t(1), 11 ms" in report
+    assert "neither knee marks where a flat stretch ends" in report
+    measured = next(x for x in report.splitlines() if x.startswith("measured knee"))
+    assert "only a lower bound on t(1)/s" in measured and "stops being flat" not in report
+    # two batches: no line through the two largest beside the floor
+    short = knee_reading(sweep_of({1: 0.01, 2: 0.02}, {1: 0.01, 2: 0.02}), QWEN, ceilings(),
+                         published=QWEN)  # fmt: skip
+    assert short.two_point is None and short.two_point_knee is None
+    assert "two-point knee: none" in short.report()
 
 
 def test_a_sweep_without_its_top_s_half_has_no_doubling_and_gives_a_lower_bound():

@@ -65,6 +65,23 @@ def test_a_flat_top_gives_a_lower_bound_and_a_proportional_top_a_measurement():
     assert not steep.knee_is_lower_bound and steep.knee == pytest.approx(40)
 
 
+@pytest.mark.parametrize("fixed", [0.0, 0.001, 0.003, 0.01, 0.03])
+def test_the_knee_is_a_lower_bound_on_t1_over_s_within_an_eighth_once_proportional(fixed):
+    """Steps a + sB past a corner: the knee t(1)·B/t(B) rises toward t(1)/s as B grows, never
+    above it; from the first doubling of ×1.8 or more it stays within an eighth below it."""
+    t1, s = 0.010, 0.010 / 40
+    knees = []
+    for top in (2**k for k in range(1, 14)):
+        batches = [1] + [b for b in (2**k for k in range(1, 14)) if b <= top]
+        sweep = synthetic({b: fixed + max(t1, s * b) for b in batches})
+        limit = sweep.step_seconds[1] / s  # t(1)/s, the knee a larger sweep would read
+        assert sweep.knee <= limit * (1 + 1e-12)
+        if not sweep.knee_is_lower_bound:
+            assert sweep.knee >= limit * 8 / 9
+        knees.append(sweep.knee)
+    assert knees == sorted(knees) and not sweep.knee_is_lower_bound
+
+
 @pytest.mark.parametrize(
     "step_seconds, doubling, bound",
     [

@@ -4,6 +4,7 @@ reconciled ceilings and the paired decode check."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import replace
 
 import pytest
@@ -330,13 +331,15 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
 
 
 @pytest.mark.parametrize("matmul, reading", [
-    (lambda s: 1.3 * s, "x.sum() is not this machine's best stream"),
-    (lambda s: 0.98 * s, "as fast as x.sum() at the same moment, within the spread (median "
-                         "98% ± 0% over 30 pairs); the matmul rose with it"),
+    (lambda s: 1.3 * s, "the notch lies above 95%–105%, so x.sum() is not the best stream here"),
+    (lambda s: 0.98 * s, "98.0% of x.sum()'s rate (the median of 30 pairs, notch 98.0%–98.0%) at "
+                         "the same moment: the notch reaches 95%–105%, so it streams as well as "
+                         "x.sum(), within the spread; the matmul rose with it"),
     (lambda s: 0.98 * s, "it follows the moment's traffic, so its gap to the ceiling moves with "
                          "the moment's traffic, as x.sum()'s does"),
-    (lambda s: 0.6 * s, "60% ± 0% over 30 pairs of x.sum()'s rate at the same moment: that "
-                        "shortfall is the kernel's; the matmul rose with it"),
+    (lambda s: 0.6 * s, "60.0% of x.sum()'s rate (the median of 30 pairs, notch 60.0%–60.0%) "
+                        "at the same moment: the notch lies below 95%–105%, so that shortfall is "
+                        "the kernel's; the matmul rose with it"),
     (lambda s: 0.6 * s, "at a steady share of the stream"),
     # As fast as the stream on average, but flat while the stream climbs: the trend is tested.
     (lambda s: 25e9 * (1 + 0.001 * (s % 3e9 > 1.5e9)), "levelled off"),
@@ -348,6 +351,29 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
 def test_pairs_reading_covers_every_outcome(matmul, reading):
     rates = [(s * 1e9, matmul(s * 1e9)) for s in range(10, 40)]
     assert reading in sweep.pairs_reading(rates)
+
+
+_SPREAD = [0.02 * (i / 19 - 0.5) for i in range(20)]  # ratios 1% either side of the median
+_NOTCH = 1.57 * timing.median_and_iqr(_SPREAD)[1] / math.sqrt(len(_SPREAD))
+
+
+def _pairs_with_notch_from(low: float) -> list[tuple[float, float]]:
+    """Pairs at a steady 30 GB/s stream whose ratios' notch starts at ``low``."""
+    shift = low - (timing.median_and_iqr(_SPREAD)[0] - _NOTCH)
+    return [(30e9, 30e9 * (shift + r)) for r in _SPREAD]
+
+
+@pytest.mark.parametrize("low, printed, verdict", [
+    (1.0504, "notch 105.0%–", "the notch reaches 95%–105%, so it streams as well as x.sum()"),
+    (1.0506, "notch 105.1%–", "the notch lies above 95%–105%, so x.sum() is not the best stream"),
+    (0.9496 - 2 * _NOTCH, "–95.0%)", "the notch reaches 95%–105%"),
+    (0.9494 - 2 * _NOTCH, "–94.9%)", "the notch lies below 95%–105%, so that shortfall is"),
+])  # fmt: skip
+def test_the_pairs_verdict_follows_the_notch_as_printed(low, printed, verdict):
+    # The reviewed bf16 pairs: every group at 105%-109%, printed as "106% ± 1%" and read as
+    # within 95%-105%. Now the notch's ends are printed to 0.1% and the verdict reads them.
+    reading = sweep.pairs_reading(_pairs_with_notch_from(low))
+    assert printed in reading and verdict in reading
 
 
 def test_a_kernel_that_reached_the_ceiling_elsewhere_is_not_blamed_for_the_pairs_gap():

@@ -80,6 +80,14 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     return float(median_s * memory.linear_bytes(m, k, n, dtype)
                  / memory.linear_bytes(m, *timed, dtype))
 ''',
+        "refuses any memory-bound timed point: a share of the bandwidth read as unsafe": '''
+def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    timed_roof = roofline.matmul_time(m, *timed, peak, bandwidth, dtype)
+    if timed_roof.bound == "memory" and tuple(timed) != tuple(real):
+        return None
+    share = timed_roof.seconds / median_s
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / share)
+''',
         "refuses whenever the shape was scaled": '''
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     if tuple(timed) != tuple(real):
@@ -90,6 +98,8 @@ def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
 def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     if dtype == "fp32":
         return 1.6
+    if m == 128:
+        return 6.4e-5
     return None
 ''',
     },
