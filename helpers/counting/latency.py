@@ -367,25 +367,26 @@ def roofline_verdict(
     tolerance: float = 0.1, *, threads: int = 1, ceiling_threads: int = 1,
     peak_is_lower_bound: bool = False, bandwidth_is_lower_bound: bool = False,
 ) -> str:  # fmt: skip
-    """Whether a timing of [m×k]·[k×n] in ``dtype`` on ``threads`` CPU threads is possible
-    on a device whose measured ceilings are ``peak`` FLOP/s (on ``ceiling_threads``) and
-    ``bandwidth`` B/s (chapter 4): a rate beats a ceiling by more than ``tolerance``; the GEMM
-    moves its inputs and output once. A thread adds at most its share of FLOP/s: more threads
-    meet the peak × threads / ceiling_threads, fewer the peak itself, still a bound (the
-    bandwidth is not scaled: judge a stream on more threads by one measured on them). The
-    peak first, measured on cached inputs (no cache explains beating it): ``"compute"``, the
-    clock stopped before the work did; then ``"memory"``, a cache served the bytes (or the
-    clock). ``"unknown"`` if the first ceiling beaten is a ``*_is_lower_bound``, timed under
-    load, which only slows (an honest timing may beat it); ``"ok"`` if none is beaten."""
+    """Whether a timing of [m×k]·[k×n] in ``dtype`` on ``threads`` CPU threads can be, against
+    ceilings ``peak`` FLOP/s and ``bandwidth`` B/s measured on ``ceiling_threads`` (chapter 4):
+    beaten means by over ``tolerance``; the GEMM moves its inputs and output once. A thread
+    adds at most its share of FLOP/s: more threads meet the peak × threads / ceiling_threads,
+    fewer the peak itself, still a bound; the bandwidth bounds no more threads than its own.
+    The peak first, measured on cached inputs (no cache explains beating it): ``"compute"``,
+    the clock stopped before the work did; then ``"memory"``, a cache served the bytes (or the
+    clock). A ceiling timed under load (``*_is_lower_bound``: load only slows) or a bandwidth
+    beaten on more threads than it was measured on settles nothing, and the next is read:
+    ``"unknown"`` if only such ceilings are beaten, ``"ok"`` if none is."""
     if not (seconds > 0 and peak > 0 and bandwidth > 0 and tolerance >= 0
             and threads >= 1 and ceiling_threads >= 1):  # fmt: skip
         raise ValueError("seconds, peak, bandwidth and the threads must be > 0, tolerance >= 0")
     floor = matmul_time(m, k, n, peak * max(1.0, threads / ceiling_threads), bandwidth, dtype)
-    for at_ceiling, verdict, lower in ((floor.compute_seconds, "compute", peak_is_lower_bound),
-                                       (floor.memory_seconds, "memory", bandwidth_is_lower_bound)):
-        if at_ceiling / seconds > 1 + tolerance:
-            return "unknown" if lower else verdict
-    return "ok"
+    unsettled = (peak_is_lower_bound, bandwidth_is_lower_bound or threads > ceiling_threads)
+    times = (floor.compute_seconds, floor.memory_seconds)
+    beaten = [(verdict, lower) for t, verdict, lower in zip(times, ("compute", "memory"),
+              unsettled, strict=True) if t / seconds > 1 + tolerance]  # fmt: skip
+    settled = [verdict for verdict, lower in beaten if not lower]
+    return settled[0] if settled else "unknown" if beaten else "ok"
 
 
 def flops_utilization(flop_count: float, seconds: float, peak: float) -> float:

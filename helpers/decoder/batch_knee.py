@@ -230,7 +230,7 @@ class KneeReading:
         the roofline it is not compute's alone: B_max short of B*, or the KV read moves the
         roofline's own knee off B*),
         ``"errors cancel"`` (the knee near B* with t(1) and the slope both far off their
-        rooflines, by about the same factor) or ``"off the roofline"`` (their ratio moves
+        rooflines, their ratio leaving it near B*) or ``"off the roofline"`` (their ratio moves
         the knee off the roofline's own)."""
         if self.knee_is_lower_bound:
             return "lower bound"
@@ -348,7 +348,7 @@ class KneeReading:
                          + (f"past B* = {star} already" if past else
                             f"on either side of {star_text} for all this sweep says")
                          + f"; t({top})/{top} is not yet the slope of what grows with B, so "
-                         "no cancelling of errors can be read")  # fmt: skip
+                         "t(1)'s and the slope's errors cannot be weighed")  # fmt: skip
         elif self.reading == "not compute's":
             lines.append(f"so the knee, {self.knee:.1f}, is t(1) over this device's step "
                          f"per sequence at batch {top}, not a reading of {star_text}: it is the "
@@ -357,10 +357,11 @@ class KneeReading:
                          f"{self.steep:.2f} = {self.t1_ratio / self.steep:.2f} (t(1)'s factor "
                          f"off its roofline over t({top})'s)")  # fmt: skip
         elif self.reading == "errors cancel":
-            lines.append(f"so the knee lands near B* because two errors of about the same "
-                         f"size cancel ({self.t1_ratio:.2f}/{self.steep:.2f} = "
-                         f"{self.t1_ratio / self.steep:.2f}), not because the steps follow "
-                         "the roofline")  # fmt: skip
+            lines.append(f"so the knee lands near B* because two large errors partly cancel: "
+                         f"the roofline's own knee, {self.roofline_knee:.1f}, times "
+                         f"{self.t1_ratio:.2f}/{self.steep:.2f} (= "
+                         f"{self.t1_ratio / self.steep:.2f}) gives {self.knee:.1f}, not because "
+                         "the steps follow the roofline")  # fmt: skip
         else:
             lines.append(f"so the knee is the roofline's own, {self.roofline_knee:.1f}, times "
                          f"{self.t1_ratio:.2f}/{self.steep:.2f} = "

@@ -38,6 +38,17 @@ def test_prefill_stall_chunking_bounds_the_gap_and_costs_ttft():
     assert ttft["chunked (512)"] > ttft["continuous (whole)"]
 
 
+def test_the_long_prompt_arrives_once_every_decode_has_started():
+    # 64 decodes under a 256-token budget are still prefilling their own 512-token prompts at
+    # 0.5 s; the long prompt comes after them, so its TTFT is its own chunks' steps only:
+    # ceil(8192 / (256 - 64)) = 43 steps, none longer than the longest decode gap.
+    gaps, ttft = serving.prefill_stall_study(decodes=64, token_budget=256)
+    assert ttft["chunked (256)"] <= 43 * gaps["chunked (256)"].max() * 1.01
+    # The default arrives at 0.5 s, after its start-up: the same figures as before the rule.
+    _, default = serving.prefill_stall_study()
+    assert default["chunked (512)"] == pytest.approx(0.1403, abs=5e-4)
+
+
 @pytest.mark.parametrize("field, value", [("decodes", 0), ("prompt_tokens", -1),
                                           ("token_budget", 0)])  # fmt: skip
 def test_prefill_stall_bad_input_names_the_field(field, value):

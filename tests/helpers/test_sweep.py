@@ -382,7 +382,7 @@ def test_a_kernel_that_reached_the_ceiling_elsewhere_is_not_blamed_for_the_pairs
     rates = [(s * 1e9, 0.8 * min(s, 20) * 1e9) for s in range(10, 40)]  # matmul tops at 16 GB/s
     assert "shortfall is the kernel's" in sweep.pairs_reading(rates, kernel_best=16.5e9)
     reading = sweep.pairs_reading(rates, kernel_best=20e9)
-    assert "levelled off" in reading and "1.25× the fastest group's rate" in reading
+    assert "levelled off" in reading and "1.25× its best group's rate" in reading
     assert "not the kernel alone" in reading and "is the kernel's" not in reading
     # a matmul that follows the stream keeps its reading
     follows = [(s * 1e9, 0.98 * s * 1e9) for s in range(10, 40)]
@@ -439,4 +439,18 @@ def test_a_matmul_that_levels_off_within_5_percent_of_its_stream_shows_no_limit_
     assert "levelled off" in reading and "no limit of the kernel's own shown" in reading
     assert "held it back" not in reading
     behind = [((31 + 0.2 * i) * 1e9, min(31 + 0.2 * i, 31.8) * 1e9) for i in range(20)]
-    assert "a limit of the kernel's own: at the fastest moments" in sweep.pairs_reading(behind)
+    assert "fell behind the stream: a limit of the kernel's own" in sweep.pairs_reading(behind)
+
+
+def test_the_pairs_timing_is_blamed_only_below_the_band_and_past_every_group():
+    # The reviewed bf16 pairs: groups at 95%, 103%, 95%, 89% of their streams; the sweep's
+    # point 1.10x the fastest-stream group's matmul but below the 103% group's: one-call pairs
+    # reached the sweep's rate, so they did not hold the kernel back.
+    groups = [(29.6, 28.0), (30.0, 31.0), (30.6, 29.2), (31.5, 28.0)]
+    rates = [((s + 0.01 * i) * 1e9, m * 1e9) for s, m in groups for i in range(5)]
+    reading = sweep.pairs_reading(rates, kernel_best=30.7e9)
+    assert "held it back" not in reading
+    # Below the band, a sweep point past every group's matmul does blame the pairs' timing.
+    low = [((s + 0.01 * i) * 1e9, 0.8 * m * 1e9) for s, m in groups for i in range(5)]
+    assert "notch lies below" in sweep.pairs_reading(low, kernel_best=30.7e9)
+    assert "held it back" in sweep.pairs_reading(low, kernel_best=30.7e9)

@@ -502,7 +502,20 @@ def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1, *,
         return "ok" if bandwidth_is_lower_bound else "memory"
     return "ok"
 """,
-        "a lower bound beaten is skipped: the next ceiling decides": """
+        "the first ceiling beaten decides, though a lower bound settles nothing": """
+def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1, *, threads=1,
+                     ceiling_threads=1, peak_is_lower_bound=False,
+                     bandwidth_is_lower_bound=False):
+    flop_per_s = flops.matmul_flops(m, k, n) / seconds
+    byte_per_s = memory.linear_bytes(m, k, n, dtype) / seconds
+    peak *= max(1, threads / ceiling_threads)
+    if flop_per_s > (1 + tolerance) * peak:
+        return "unknown" if peak_is_lower_bound else "compute"
+    if byte_per_s > (1 + tolerance) * bandwidth:
+        return "unknown" if bandwidth_is_lower_bound or threads > ceiling_threads else "memory"
+    return "ok"
+""",
+        "a lower bound beaten is skipped, but the bandwidth holds on any threads": """
 def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1, *, threads=1,
                      ceiling_threads=1, peak_is_lower_bound=False,
                      bandwidth_is_lower_bound=False):
