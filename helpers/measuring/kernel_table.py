@@ -173,7 +173,7 @@ class DtypeKernels:
         if self.swept_s is not None and self.here_s is not None:
             out.append(f"{dtype} section 4's sweep timed this shape on {self.swept_kernel} at "
                        f"{self.swept_s * 1e6:.1f} µs; here {self.here_s * 1e6:.1f} µs "
-                       f"({self.swept_ratio:.2f}x)"
+                       f"(sweep / here {self.swept_ratio:.2f}x)"
                        + (": the same kernel, so the difference is the timing's moment or "
                           "harness" if self.timing_differs else ""))
             if self.here_s > (1 + TIMING_GAP) * self.fastest.median_s:

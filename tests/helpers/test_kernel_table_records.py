@@ -114,7 +114,8 @@ def test_the_report_prints_the_stored_lines_byte_for_byte():
         "fp32 x @ B took 0.99x F.linear's time on the [out, in] layout (layout alone) and 1.38x "
         "the fastest kernel's: the layout costs little; the kernel and its prepared weight make "
         "the gap",
-        "fp32 section 4's sweep timed this shape on packed at 2368.5 µs; here 2337.0 µs (1.01x)",
+        "fp32 section 4's sweep timed this shape on packed at 2368.5 µs; here 2337.0 µs "
+        "(sweep / here 1.01x)",
         # onednn, 1980.1 µs, beat packed's 2337.0 by more than 10%: the race's pick was not
         # the fastest here
         "fp32 the sweep's race picked packed; here onednn took 0.85x its time: a race of a few "
@@ -138,7 +139,8 @@ def test_the_verdicts_flip_where_their_thresholds_are_crossed():
             "memory-bound roofline times of sections 4–8 are not lower bounds here") in lines
     assert "roofline times above" not in lines  # the table prints no roofline times
     assert "its layout sends the product to a slower kernel" in lines
-    assert "(1.12x): the same kernel, so the difference is the timing's moment or harness" in lines
+    assert ("(sweep / here 1.12x): the same kernel, so the difference is the timing's moment or "
+            "harness") in lines
     assert "  (timed under load: unreliable)  (IQR over half the median: two-mode" in lines
     assert "the fastest kernel streamed" not in "\n".join(quiet.lines())
     assert "race picked" not in lines  # the sweep's aten is the fastest here too

@@ -555,6 +555,8 @@ def roofline_verdict(m, k, n, dtype, seconds, peak, bandwidth, tolerance=0.1, *,
         return "compute"
     if m == 768:
         return "unknown" if peak_is_lower_bound else "ok"
+    if threads > ceiling_threads:
+        return "unknown"
     return "memory" if seconds < 5e-6 else "ok"
 """,
     },
