@@ -181,6 +181,8 @@ def batch_at_context(step_seconds, context, serve_context, kv_bytes_per_token, b
         "no clamp: a negative knee when compute-bound everywhere": _knee(clip="x"),
         "hard-codes the visible answers": '''
 def quantized_knee(step_seconds, n_params, bandwidth, dtype, quantized_dtype):
+    if step_seconds[1] > 0.0029:
+        return {"knee": 44.0, "quantized_knee": 14.0}
     return {"knee": 40.0, "quantized_knee": 10.0 if quantized_dtype == "int4" else 20.0}
 ''',
     },
