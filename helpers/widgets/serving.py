@@ -222,7 +222,11 @@ def draw_transfer(ax, view: TransferView) -> None:
 def show_transfer(**controls) -> None:
     """The sliders' callback (``TransferControls``' knobs): the table and the three times as
     bars."""
-    view = transfer_view(TransferControls(**controls))
+    try:
+        view = transfer_view(TransferControls(**controls))
+    except ValueError as error:  # e.g. a model whose weights do not fit in one chip
+        print(error)
+        return
     print(view.table())
     _show(draw_transfer, view, (6, 2.5))
 

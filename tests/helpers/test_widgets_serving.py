@@ -33,6 +33,13 @@ def test_stall_view_bad_budget_is_reported_by_the_callback(capsys):
     assert "token_budget" in capsys.readouterr().out
 
 
+def test_transfer_view_of_a_model_too_big_for_the_chip_is_reported_by_the_callback(capsys):
+    with pytest.raises(ValueError, match="does not fit"):
+        widget.transfer_view(widget.TransferControls(model="Llama-3.1-70B"))
+    assert widget.show_transfer(model="Llama-3.1-70B") is None
+    assert "does not fit" in capsys.readouterr().out
+
+
 def test_prefix_view_no_sharing_no_gain_full_sharing_gains():
     none = widget.prefix_view(widget.PrefixControls(shared_fraction=0.0, shared_prefix=2048), n=60)
     assert none.hit_rate == 0 and none.ttft_mean[0] == pytest.approx(none.ttft_mean[1])
