@@ -496,20 +496,27 @@ def paired_decode(
     return chosen.name, shape, sorted(rates)
 
 
-def fastest_group(
+def pair_groups(
     rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
-) -> tuple[float, float]:
-    """``paired_decode``'s pairs: the median stream and matmul rates of the group with the
-    fastest streams (``format_pairs``'s last row), a rate to hold against the ceilings."""
-    import statistics
-
+) -> list[tuple[int, float, float]]:
+    """``paired_decode``'s pairs in ``groups`` groups from the slowest stream to the fastest
+    (``format_pairs``' rows): each group's pairs, median stream rate and median matmul rate."""
     if not rates:
         raise ValueError("need at least one pair")
     ordered = sorted(rates)
-    top = ordered[round((groups - 1) * len(ordered) / groups):] or ordered[-1:]
-    return statistics.median(r[0] for r in top), statistics.median(r[1] for r in top)
+    bounds = [round(i * len(ordered) / groups) for i in range(groups + 1)]
+    return [(b - a, statistics.median(r[0] for r in ordered[a:b]),
+             statistics.median(r[1] for r in ordered[a:b]))
+            for a, b in zip(bounds, bounds[1:], strict=False) if b > a]  # fmt: skip
 
 
+def fastest_group(
+    rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
+) -> tuple[float, float]:
+    """The median stream and matmul rates of the group with the fastest streams
+    (``pair_groups``' last), a rate to hold against the ceilings."""
+    _, stream, matmul = pair_groups(rates, groups)[-1]
+    return stream, matmul
 
 
 def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS,
@@ -539,15 +546,16 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     share = (f"{median:.1%} of x.sum()'s rate (the median of {len(ratios)} pairs, notch "
              f"{low:.1%}–{high:.1%})")  # fmt: skip
     band = f"{STREAM_BAND[0]:.0%}–{STREAM_BAND[1]:.0%}"
-    stream, matmul = fastest_group(rates, groups)
-    slow_stream, slow_matmul = fastest_group(sorted(rates)[: max(1, len(rates) // groups)], 1)
+    rows = pair_groups(rates, groups)
+    (_, slow_stream, slow_matmul), (_, stream, matmul) = rows[0], rows[-1]
     stream_rise, matmul_rise = stream / slow_stream - 1, matmul / slow_matmul - 1
-    rises = f"({matmul_rise:+.0%}) while the stream rose ({stream_rise:+.0%}) from the slowest "
-    rises += "group of pairs to the fastest"
+    # the table's first group to its last: its rows run from slow streams to fast ones
+    rises = f"({matmul_rise:+.0%}) while the stream rose ({stream_rise:+.0%}) from the first "
+    rises += "group of pairs to the last"
     if stream_rise < 0.05:
         follows = None
-        trend = (f"the stream varied by {stream_rise:.0%} from the slowest group of pairs to the "
-                 "fastest, too little to show whether the matmul follows it")  # fmt: skip
+        trend = (f"the stream varied by {stream_rise:.0%} from the first group of pairs to the "
+                 "last, too little to show whether the matmul follows it")  # fmt: skip
     elif matmul_rise >= stream_rise / 2:
         follows = True
         trend = f"the matmul rose with it {rises}: it follows the moment's traffic"
@@ -555,9 +563,7 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         follows = False
         trend = f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}"
     # The best group's matmul: a one-call pair that reached a rate shows the pairs' timing can.
-    ordered, size = sorted(rates), max(1, len(rates) // groups)
-    best_matmul = max(statistics.median(m for _, m in ordered[i:i + size])
-                      for i in range(0, len(ordered), size))  # fmt: skip
+    best_matmul = max(m for _, _, m in rows)
     if low > STREAM_BAND[1]:
         reading = (f"the matmul streamed {share} at the same moment: the notch lies above "
                    f"{band}, so x.sum() is not the best stream here, and its rate is no "

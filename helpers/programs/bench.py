@@ -12,7 +12,6 @@ paired decode check (``sweep.paired_decode``) instead.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -161,16 +160,9 @@ def format_pairs(
 ) -> str:
     """``paired_decode``'s pairs in ``groups`` groups from the slowest stream to the fastest:
     each group's median stream rate, median matmul rate and their ratio."""
-    import statistics
-
-    ordered = sorted(rates)
-    bounds = [round(i * len(ordered) / groups) for i in range(groups + 1)]
-    chunks = [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     lines = [title, f"  {'pairs':>5} {'stream GB/s':>12} {'matmul GB/s':>12} {'matmul/stream':>14}"]
-    for chunk in chunks:
-        stream = statistics.median(r[0] for r in chunk)
-        matmul = statistics.median(r[1] for r in chunk)
-        lines.append(f"  {len(chunk):>5} {stream / 1e9:>12.1f} {matmul / 1e9:>12.1f} "
+    for count, stream, matmul in sweep.pair_groups(rates, groups):
+        lines.append(f"  {count:>5} {stream / 1e9:>12.1f} {matmul / 1e9:>12.1f} "
                      f"{matmul / stream:>14.0%}")  # fmt: skip
     return "\n".join(lines)
 
