@@ -13,10 +13,9 @@ work on the machine falls on all of them alike.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,19 +73,6 @@ def chain_decoder(device: str) -> ChainDecoder:
     return ChainDecoder(cfg, model, dtype, str(device), prompt, 9 if on_cpu else 5)
 
 
-@contextlib.contextmanager
-def _free_cores(device: str) -> Iterator[None]:
-    """On a CPU, torch's threads set to the cores other programs leave free
-    (``timing.timing_threads``), and restored after."""
-    threads = torch.get_num_threads()
-    if torch.device(device).type == "cpu":
-        torch.set_num_threads(timing.timing_threads(os.cpu_count() or 1, machine.busy_cores()))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def medians_in_turn(calls: Sequence[Callable[[], Any]], rounds: int, device: str) -> list[float]:
     """Each callable's median seconds over ``rounds`` rounds of one synchronized call each
     (``timing.call_seconds``), the callables taken in turn within a round after one warm-up
@@ -97,7 +83,7 @@ def medians_in_turn(calls: Sequence[Callable[[], Any]], rounds: int, device: str
     if not calls:
         raise ValueError("calls must hold at least one callable to time")
     seconds: list[list[float]] = [[] for _ in calls]
-    with _free_cores(device), torch.no_grad():
+    with machine.free_core_threads(device, os.cpu_count() or 1), torch.no_grad():
         for call in calls:  # warm-up
             call()
         for _ in range(rounds):

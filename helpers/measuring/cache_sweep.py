@@ -203,7 +203,7 @@ def run_cache_sweep(
     (``sweep_plan``'s size) until the working set is at least four times the LLC and the curve
     has settled, or ``max_llc_multiple`` × the LLC is reached.
 
-    On a CPU it times on the cores other programs leave free (``timing.timing_threads``): a
+    On a CPU it times on the cores other programs leave free (``machine.free_core_threads``): a
     sum over one 1 MiB buffer takes tens of µs, and a thread whose core another program holds
     would stall each call for a scheduler slice. torch's thread count is restored after."""
     import torch
@@ -212,33 +212,29 @@ def run_cache_sweep(
     if llc_bytes <= 0:
         raise ValueError(f"llc_bytes must be positive, got {llc_bytes}")
     buffer_bytes, planned = sweep_plan(device, llc_bytes)
-    threads = torch.get_num_threads()
-    if torch.device(device).type == "cpu":
-        torch.set_num_threads(timing.timing_threads(threads, machine.busy_cores()))
-    used = torch.get_num_threads()
-    buffers: list[tuple[torch.Tensor]] = []
-    points: list[CachePoint] = []
-    bar = tqdm(total=len(planned), desc="cache sweep", unit="size", disable=not progress)
-    try:
-        count = 1
-        while True:
-            while len(buffers) < count:  # reuse the buffers made for smaller counts
-                buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32,
-                                                     device),))
-            seconds = timing.time_rotating(torch.sum, buffers[:count], device, min_run_time)
-            points.append(CachePoint(count, buffer_bytes, seconds))
-            if bar.n >= bar.total:  # past the plan: one size more than planned, still counted
-                bar.total = bar.n + 1
-            bar.update()
-            record = CacheSweep(str(device), int(llc_bytes), buffer_bytes, used, tuple(points),
-                                tolerance)
-            past_plan = count >= planned[-1]
-            if (past_plan and record.settled) or count * buffer_bytes >= (
-                    max_llc_multiple * llc_bytes):
-                return record
-            count *= 2
-    finally:
-        bar.total = bar.n  # a sweep that settled early ends its bar full
-        bar.refresh()
-        bar.close()
-        torch.set_num_threads(threads)
+    with machine.free_core_threads(device) as used:
+        buffers: list[tuple[torch.Tensor]] = []
+        points: list[CachePoint] = []
+        bar = tqdm(total=len(planned), desc="cache sweep", unit="size", disable=not progress)
+        try:
+            count = 1
+            while True:
+                while len(buffers) < count:  # reuse the buffers made for smaller counts
+                    buffers.append((timing.random_tensor((buffer_bytes // 4,), torch.float32,
+                                                         device),))
+                seconds = timing.time_rotating(torch.sum, buffers[:count], device, min_run_time)
+                points.append(CachePoint(count, buffer_bytes, seconds))
+                if bar.n >= bar.total:  # past the plan: one size more than planned, still counted
+                    bar.total = bar.n + 1
+                bar.update()
+                record = CacheSweep(str(device), int(llc_bytes), buffer_bytes, used, tuple(points),
+                                    tolerance)
+                past_plan = count >= planned[-1]
+                if (past_plan and record.settled) or count * buffer_bytes >= (
+                        max_llc_multiple * llc_bytes):
+                    return record
+                count *= 2
+        finally:
+            bar.total = bar.n  # a sweep that settled early ends its bar full
+            bar.refresh()
+            bar.close()

@@ -12,17 +12,21 @@ Each is read here once, for ``helpers.measuring.timing`` (timing correctly),
 - the CPU load: ``cpu_seconds`` samples ``/proc/stat``; ``busy_cores`` and
   ``others_share`` are the load other processes put on the machine between two samples;
   ``OthersLoad`` samples it around one timed experiment and ``load_note`` says, beside its
-  figure, whether that load made the figure unreliable.
+  figure, whether that load made the figure unreliable;
+- the threads to time with: ``timing_threads`` (the cores other processes leave free) and
+  ``free_core_threads``, torch's threads set to them for a ``with`` block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import platform
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +52,8 @@ __all__ = [
     "LOAD_SLACK_CORES",
     "load_unreliable",
     "load_note",
+    "timing_threads",
+    "free_core_threads",
 ]
 
 MiB = 2**20
@@ -254,7 +260,7 @@ def busy_cores(seconds: float = 0.5) -> float | None:
 
     Why it matters (chapter 5): a parallel GEMM waits for its slowest thread at every barrier,
     and a thread whose core another process holds waits a scheduler time slice, milliseconds,
-    so a microsecond matmul takes tens of milliseconds. ``timing.timing_threads`` leaves
+    so a microsecond matmul takes tens of milliseconds. ``timing_threads`` leaves
     those cores to the other processes."""
     start = cpu_seconds()
     time.sleep(seconds)
@@ -338,3 +344,32 @@ def load_note(
             f"thread{'s' * (threads != 1)} left them: unreliable, it measured the load too"
         )
     return f"{line}: quiet enough for {threads} timing thread{'s' * (threads != 1)}"
+
+
+def timing_threads(cores: int, busy: float | None) -> int:
+    """Threads to time with: every core that other processes leave free, at least one.
+
+    A parallel GEMM waits for its slowest thread at every barrier; a thread whose core is
+    taken by another process waits for the scheduler (milliseconds), so on a busy machine
+    fewer threads give faster *and* steadier timings (chapter 5)."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}")
+    if busy is None:
+        return cores
+    return max(1, min(cores, cores - round(busy)))
+
+
+@contextlib.contextmanager
+def free_core_threads(device: str, cores: int | None = None) -> Iterator[int]:
+    """For a ``with`` block: on a CPU, torch's threads set to ``timing_threads`` of ``cores``
+    (torch's own count by default) and the load other processes put on the machine now;
+    restored after. Yields the threads the block runs on (torch's, unchanged, on a GPU)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(timing_threads(cores or threads, busy_cores()))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)

@@ -62,7 +62,6 @@ __all__ = [
     "time_blocks",
     "time_callable",
     "time_rotating",
-    "timing_threads",
 ]
 
 MIN_SAMPLES = 4
@@ -586,15 +585,3 @@ def time_rotating(
                            flush_l2=False)  # fmt: skip
     return result.median_s
 
-
-def timing_threads(cores: int, busy: float | None) -> int:
-    """Threads to time with: every core that other processes leave free, at least one.
-
-    A parallel GEMM waits for its slowest thread at every barrier; a thread whose core is
-    taken by another process waits for the scheduler (milliseconds), so on a busy machine
-    fewer threads give faster *and* steadier timings (chapter 5)."""
-    if cores < 1:
-        raise ValueError(f"cores must be at least 1, got {cores}")
-    if busy is None:
-        return cores
-    return max(1, min(cores, cores - round(busy)))

@@ -88,7 +88,7 @@ def fidelity_setup(device: str | None = None):
     """The decoder the benchmark serves: on a CPU, Qwen2.5-0.5B's layer shapes with 1 layer
     and a 4,096-token vocabulary in fp32 (chapter 9's cut-down model); on a GPU the
     published Qwen2.5-0.5B in bf16. Random weights. On a CPU, torch gets the cores
-    ``timing.timing_threads`` leaves free of the ones this process may use, less one (at
+    ``machine.timing_threads`` leaves free of the ones this process may use, less one (at
     least one): the engine's own loop (scheduling, the KV blocks, the clock) runs on the
     host too, and with every core in torch's GEMMs the two contend, so small batches' steps
     swing (on 2 cores with 2 threads: batch 2 and 3 slower than 4) in a way no step model
@@ -97,12 +97,12 @@ def fidelity_setup(device: str | None = None):
 
     from helpers.counting import models
     from helpers.decoder.model import random_decoder
-    from helpers.measuring import machine, timing
+    from helpers.measuring import machine
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     preset = models.get("Qwen2.5-0.5B")
     if device == "cpu":
-        free = timing.timing_threads(_usable_cores(), machine.busy_cores())
+        free = machine.timing_threads(_usable_cores(), machine.busy_cores())
         torch.set_num_threads(max(1, free - 1))  # a core for the engine's loop
         cfg = dataclasses.replace(preset, name="Qwen2.5-0.5B shapes, 1 layer, vocab 4,096",
                                   layers=1, vocab=4096)  # fmt: skip

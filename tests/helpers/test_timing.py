@@ -532,10 +532,10 @@ def test_a_flush_makes_a_cached_read_read_memory(one_thread, monkeypatch):
 
 
 def test_timing_threads_leaves_busy_cores_alone():
-    assert timing.timing_threads(2, None) == 2
-    assert timing.timing_threads(2, 0.2) == 2
-    assert timing.timing_threads(2, 1.1) == 1
-    assert timing.timing_threads(2, 3.7) == 1
-    assert timing.timing_threads(16, 2.0) == 14
+    assert machine.timing_threads(2, None) == 2
+    assert machine.timing_threads(2, 0.2) == 2
+    assert machine.timing_threads(2, 1.1) == 1
+    assert machine.timing_threads(2, 3.7) == 1
+    assert machine.timing_threads(16, 2.0) == 14
     with pytest.raises(ValueError):
-        timing.timing_threads(0, 0.0)
+        machine.timing_threads(0, 0.0)
