@@ -202,16 +202,24 @@ class DecodeSweep:
         """Measured step over the roofline's, per batch."""
         return {b: self.step_seconds[b] / self.predicted[b] for b in self.batches}
 
+    def rises(self, first: int, last: int) -> tuple[float, float]:
+        """From batch ``first`` to batch ``last`` (both swept): how many times aggregate
+        throughput and TPOT (the step) rose."""
+        for batch in (first, last):
+            if batch not in self.step_seconds:
+                raise ValueError(f"batch {batch} was not swept: {self.batches}")
+        seconds = self.step_seconds
+        return (last / seconds[last]) / (first / seconds[first]), seconds[last] / seconds[first]
+
     @property
     def throughput_gain(self) -> float:
         """Aggregate throughput at the largest batch over the smallest's."""
-        rate = self.tokens_per_s
-        return rate[self.batches[-1]] / rate[self.batches[0]]
+        return self.rises(self.batches[0], self.batches[-1])[0]
 
     @property
     def tpot_rise(self) -> float:
         """TPOT (the step) at the largest batch over the smallest's."""
-        return self.step_seconds[self.batches[-1]] / self.step_seconds[self.batches[0]]
+        return self.rises(self.batches[0], self.batches[-1])[1]
 
     @property
     def by_throughput(self) -> list[int]:

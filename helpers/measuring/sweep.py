@@ -27,8 +27,7 @@ of its memory is the budget). In quick mode each shape's scale also grows until 
 GEMM would take at most ``QUICK_GEMM_SECONDS`` at the *measured* matmul ceiling of its dtype
 (each dtype and each shape has its own scale, so the thin k,v matrix keeps its real size
 where the gate shrinks): a fast CPU or a GPU times the real prefill shapes, a slow laptop
-scaled ones (``choose_scales``). A point already under the budget (small m) keeps the real
-sizes; each point gives its k and n.
+scaled ones (``choose_scales``). A point under the budget (small m) keeps the real sizes.
 
 Ceilings. The bandwidth is streamed before the sweep, between dtypes and after it, and the
 matmul ceilings are measured before and after it; the final ceilings are the best of all of
@@ -496,9 +495,8 @@ def paired_decode(
     return chosen.name, shape, sorted(rates)
 
 
-def pair_groups(
-    rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
-) -> list[tuple[int, float, float]]:
+def pair_groups(rates: Sequence[tuple[float, float]],
+                groups: int = PAIR_GROUPS) -> list[tuple[int, float, float]]:
     """``paired_decode``'s pairs in ``groups`` groups from the slowest stream to the fastest
     (``format_pairs``' rows): each group's pairs, median stream rate and median matmul rate."""
     if not rates:
@@ -510,9 +508,8 @@ def pair_groups(
             for a, b in zip(bounds, bounds[1:], strict=False) if b > a]  # fmt: skip
 
 
-def fastest_group(
-    rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS
-) -> tuple[float, float]:
+def fastest_group(rates: Sequence[tuple[float, float]],
+                  groups: int = PAIR_GROUPS) -> tuple[float, float]:
     """The median stream and matmul rates of the group with the fastest streams
     (``pair_groups``' last), a rate to hold against the ceilings."""
     _, stream, matmul = pair_groups(rates, groups)[-1]
@@ -532,7 +529,8 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     The trend is tested, not assumed, in every case: from the slowest group of pairs to the
     fastest (``fastest_group``), did the matmul rise with the stream (by at least half as
     much: it follows the moment's traffic), level off or fall while the stream climbed (a
-    limit of the kernel's own), or did the stream vary by under 5%, too little to tell? Only
+    limit of the kernel's own unless a group's matmul came within 5% of the fastest group's
+    stream: then the groups scatter), or did the stream vary by under 5%? Only
     a matmul shown to follow the stream has its gap to the ceiling put down to the moment's
     traffic. ``kernel_best``: the rate (B/s) the same kernel and shape reached elsewhere (the
     sweep's own point, timed in blocks); where the notch lies below the band and that rate is
@@ -572,11 +570,13 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         gap = {True: "so its gap to the ceiling moves with the moment's traffic, as x.sum()'s does",
                None: "so it falls as short of the ceiling as x.sum() does: that gap is to whatever "
                      "set the ceiling (a faster moment, or a kernel streaming better than x.sum())",
-               False: ("yet at the fastest moments it fell behind the stream: a limit of the "
-                       "kernel's own, which only the fastest traffic reached")
-                      if matmul < 0.95 * stream else
-                      ("yet the fastest group's matmul still kept within 5% of its stream: "
-                       "no limit of the kernel's own shown")}
+               False: "yet at the fastest moments it fell behind the stream: a limit of the "
+                      "kernel's own, which only the fastest traffic reached"
+                      if best_matmul < 0.95 * stream else "yet the fastest group's matmul still "
+                      "kept within 5% of its stream: no limit of the kernel's own shown"
+                      if matmul >= 0.95 * stream else f"yet another group's matmul reached "
+                      f"{best_matmul / 1e9:.1f} GB/s, within 5% of the fastest group's stream: "
+                      "the groups scatter, no limit of the kernel's own shown"}
         reading = (f"the matmul streamed {share} at the same moment: the notch reaches {band}, "
                    f"so it streams as well as x.sum(), within the spread; {trend}, "
                    f"{gap[follows]}")  # fmt: skip

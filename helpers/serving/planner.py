@@ -197,7 +197,8 @@ def check_servable(scenario: Scenario, rate: float) -> None:
             raise ValueError(
                 f"{rate:g} requests/s offers {share:.0%} of the {scenario.all_chips} chips' peak "
                 f"{'FLOP/s' if what == 'flops' else 'bandwidth'} ({load['flops']:.0%} of the "
-                f"FLOP/s, {load['bytes']:.0%} of the bandwidth): no schedule can serve it"
+                f"FLOP/s, {load['bytes']:.0%} of the bandwidth for the KV cache alone): no "
+                "schedule can serve it"
             )
 
 

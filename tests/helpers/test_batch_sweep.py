@@ -131,6 +131,10 @@ def test_throughput_readings_follow_the_step_times():
     sweep = synthetic({1: 0.010, 2: 0.011, 4: 0.030, 8: 0.040})
     assert sweep.tokens_per_s == {1: 100.0, 2: 2 / 0.011, 4: 4 / 0.030, 8: 200.0}
     assert sweep.throughput_gain == pytest.approx(2.0) and sweep.tpot_rise == pytest.approx(4.0)
+    # any swept range: batch 2 to 8 is 181.8 -> 200 tokens/s, 11 -> 40 ms
+    assert sweep.rises(2, 8) == pytest.approx((200 / (2 / 0.011), 0.040 / 0.011))
+    with pytest.raises(ValueError, match="batch 3 was not swept"):
+        sweep.rises(1, 3)
     # 8 (200/s) beats 2 (181.8/s), which beats 4 (133.3/s) and 1 (100/s)
     assert sweep.by_throughput == [8, 2, 4, 1]
     assert sweep.runner_up_behind == pytest.approx(1 - (2 / 0.011) / 200)

@@ -440,6 +440,15 @@ def test_a_matmul_that_levels_off_within_5_percent_of_its_stream_shows_no_limit_
     assert "held it back" not in reading
     behind = [((31 + 0.2 * i) * 1e9, min(31 + 0.2 * i, 31.8) * 1e9) for i in range(20)]
     assert "fell behind the stream: a limit of the kernel's own" in sweep.pairs_reading(behind)
+    # The reviewed fp32 pairs: matmul groups at 37.8, 32.4, 39.1, 33.0 GB/s against streams
+    # rising 36.7 -> 39.6: the first-to-last trend fell, yet the third group's matmul came
+    # within 5% of the fastest stream, so no limit of the kernel's own is shown.
+    groups = [(36.7, 37.8), (37.5, 32.4), (38.3, 39.1), (39.6, 33.0)]
+    scatter = [((s + 0.01 * i) * 1e9, m * 1e9) for s, m in groups for i in range(5)]
+    reading = sweep.pairs_reading(scatter)
+    assert "the matmul fell (-13%)" in reading and "a limit of the kernel's own" not in reading
+    assert "another group's matmul reached 39.1 GB/s" in reading
+    assert "the groups scatter, no limit of the kernel's own shown" in reading
 
 
 def test_the_pairs_timing_is_blamed_only_below_the_band_and_past_every_group():
