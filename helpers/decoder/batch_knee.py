@@ -253,15 +253,16 @@ class KneeReading:
         lines = [f"last doubling {half} → {top}: step ×{shown:.3f}, "
                  + (f"at least ×{PROPORTIONAL_DOUBLING}: t({top}) is nearly proportional to "
                     "B (what does not grow with B is at most a ninth of it)" if self.proportional
-                    else f"under ×{PROPORTIONAL_DOUBLING}: t({top}) still holds costs that do "
-                    "not grow with B")]  # fmt: skip
+                    else f"under ×{PROPORTIONAL_DOUBLING}: t({top}) is not yet proportional to "
+                    "B")]  # fmt: skip
         (slope, fixed), (roof_slope, roof_fixed) = self.doubling_line, self.roofline_doubling_line
         read, star = self.weights_read_s, self.critical
         hidden = star is not None and half >= star  # both steps' weights compute-bound
         line = (f"the line through batches {half} and {top}: {_ms(slope)} a sequence plus an "
                 f"intercept of {_ms(fixed)} (the part of these steps not proportional to B"
-                + (f", more than the whole batch-1 step, {_ms(self.t1_s)}" if fixed > self.t1_s
-                   else "")
+                + (f", more than the whole batch-1 step, {_ms(self.t1_s)}: no cost every step "
+                   f"pays, so below batch {half} the step grew faster than this line"
+                   if fixed > self.t1_s else "")
                 + f"); the roofline's: {_ms(roof_slope)} plus "
                 f"{_ms(roof_fixed, top=self.top_roofline_s)} ("
                 + (f"past B* = {star} its weights' read, {_ms(read)}, hides under compute)"
@@ -286,10 +287,10 @@ class KneeReading:
                 f"{last} meets t(1) at {self.two_point_knee:.1f}")  # fmt: skip
         if fixed >= self.t1_s:
             return line + (f" (at or before batch 0): its intercept, {_ms(fixed)}, is at or "
-                           f"above t(1), {_ms(self.t1_s)}: the large batches' steps hold more "
-                           "that does not grow with B than batch 1's whole step, so neither knee "
-                           "marks where a flat stretch ends, and the origin line's only counts "
-                           f"t(1) in batch {self.top}'s steps per sequence")  # fmt: skip
+                           f"above t(1), {_ms(self.t1_s)}: the steps are no a + sB from batch 1 "
+                           "to the largest, so neither knee marks where a flat stretch ends, and "
+                           f"the origin line's only counts t(1) in batch {self.top}'s steps per "
+                           "sequence")  # fmt: skip
         if fixed > 0:
             return line + (f"; its intercept, {_ms(fixed)} a step, does not grow with B and "
                            f"puts t(1)/s = {self.t1_s / slope:.1f} past it by "
@@ -339,7 +340,7 @@ class KneeReading:
             f"{_ms(self.top_s / top)} per sequence, is {self.steep:.2f}× the "
             f"roofline's ({_ms(self.top_roofline_s / top)})"
             + ("" if self.proportional else ", an upper bound on the slope's own factor: "
-               f"t({top}) still holds what does not grow with B"),
+               f"t({top}) is not yet proportional to B"),
         ]  # fmt: skip
         if self.reading == "lower bound":
             past = star is not None and self.knee > star

@@ -35,12 +35,14 @@ from helpers.measuring import ceilings, machine, timing
 from helpers.measuring.ceilings import Ceilings
 from helpers.measuring.timing import CacheDefeat
 
-__all__ = ["FAR", "PrefillRow", "PrefillStep", "PrefillCurve", "DecodeRow", "DecodeCurve",
+__all__ = ["FAR", "pace_reading",
+           "PrefillRow", "PrefillStep", "PrefillCurve", "DecodeRow", "DecodeCurve",
            "MatmulsAlone", "weights_flush_plan", "weights_flush", "unflushed_note",
            "within_spread", "ttft_against_prompt", "tpot_against_context", "weight_matrices",
            "matmuls_alone", "decode_step_at"]  # fmt: skip
 
 FAR = 1.5  # a step's growth more than 1.5× away from the roofline's, either way, is "far"
+
 RAISED = 1.01  # a bandwidth ceiling more than 1% above the one before it was raised
 
 
@@ -100,6 +102,14 @@ class PrefillRow(NamedTuple):
     mfu: float
 
 
+def pace_reading(pace: float) -> str:
+    """A measured growth over the roofline's (its pace), in words: within ``FAR`` of it, or
+    beyond, above or below."""
+    where = (f"within {FAR:g}× of it" if 1 / FAR <= pace <= FAR
+             else f"more than {FAR:g}× {'above' if pace > 1 else 'below'} it")  # fmt: skip
+    return f"{pace:.2f} of the roofline's pace, {where}"
+
+
 @dataclass(frozen=True)
 class PrefillStep:
     """One step up in prompt length: how TTFT grew, measured and on the roofline."""
@@ -151,10 +161,8 @@ class PrefillStep:
                           self.longer.seconds)  # fmt: skip
         r0, r1, w0, w1 = (self.shorter.roofline, self.longer.roofline, self.shorter.flops,
                           self.longer.flops)  # fmt: skip
-        where = (f"far {'above' if self.pace > 1 else 'below'} the roofline's pace" if self.far
-                 else "near the roofline's pace")  # fmt: skip
         out = [f"{s0} → {s1} tokens ({s1 / s0:.0f}× the tokens): TTFT {t1 / t0:.2f}×, roofline "
-               f"{r1 / r0:.2f}×: {where}"]
+               f"{r1 / r0:.2f}×: {pace_reading(self.pace)}"]
         if self.inverted:
             out.append(f"  the {s1}-token prompt took less time than the {s0}-token one: these "
                        f"timings vary more than the step between them; rerun to compare")
@@ -216,9 +224,7 @@ class PrefillCurve:
                      f"{self.roofline_growth:.1f}, for {last // first}× the tokens; on the "
                      f"roofline the {first}-token prefill is {self.shortest_bound}-bound")
         pace = self.growth / self.roofline_growth  # the whole range, read as one step is
-        lines.append(f"  over the whole range: {pace:.2f} of the roofline's pace, "
-                     + ("near it" if 1 / FAR <= pace <= FAR else
-                        f"far {'above' if pace > 1 else 'below'} it"))
+        lines.append(f"  over the whole range: {pace_reading(pace)}")
         return "\n".join(lines)
 
 

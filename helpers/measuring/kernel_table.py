@@ -106,8 +106,10 @@ class DtypeKernels:
 
     @property
     def fastest(self) -> KernelRow:
-        """The kernel row with the least median (``x @ B`` is not a kernel of the race)."""
-        return min(self.kernels, key=lambda row: row.median_s)
+        """The kernel row with the least median among the steady ones, where any is (a
+        two-mode timing's median is no figure to rank by); ``x @ B`` is not a kernel."""
+        steady = [row for row in self.kernels if row.steady] or self.kernels
+        return min(steady, key=lambda row: row.median_s)
 
     @property
     def layout(self) -> float:
@@ -163,7 +165,9 @@ class DtypeKernels:
                        "times of sections 4–8 are not lower bounds here")
         out.append(f"{dtype} x @ B took {self.layout:.2f}x F.linear's time on the [out, in] "
                    f"layout (layout alone) and {self.over_fastest:.2f}x the fastest kernel's: "
-                   + ("the layout costs little; the kernel and its prepared weight make the gap"
+                   + ("the layout cost nothing here (x @ B ran faster); the kernel and its "
+                      "prepared weight make the gap" if self.layout < 1 / LAYOUT_CHEAP else
+                      "the layout costs little; the kernel and its prepared weight make the gap"
                       if self.layout_cheap else "its layout sends the product to a slower "
                       "kernel (which one, this run does not record); engines store each weight "
                       "in the layout their kernel streams best"))
@@ -175,7 +179,10 @@ class DtypeKernels:
                        f"{self.swept_s * 1e6:.1f} µs; here {self.here_s * 1e6:.1f} µs "
                        f"(sweep / here {self.swept_ratio:.2f}x)"
                        + (": the same kernel, so the difference is the timing's moment or "
-                          "harness" if self.timing_differs else ""))
+                          "harness" if self.timing_differs else "")
+                       + ("; its timing here is two-mode, so this comparison is unreliable"
+                          if not next(row.steady for row in self.kernels
+                                      if row.name == self.swept_kernel) else ""))
             if self.here_s > (1 + TIMING_GAP) * self.fastest.median_s:
                 out.append(f"{dtype} the sweep's race picked {self.swept_kernel}; here "
                            f"{self.fastest.name} took {self.fastest.median_s / self.here_s:.2f}x "

@@ -35,9 +35,7 @@ them *and* of every point of the sweep (a one-token matmul that streams faster t
 ``x.sum()`` sets the bandwidth ceiling), and every prediction is made from those
 (``raise_ceilings``). A point sets a ceiling only if its timing is steady (IQR under
 ``ceilings.STEADY_SPREAD`` of its median, ``ceilings.steady``). So no steady point sits above
-its own roofline.
-
-Its results record, and what is read from it, are ``helpers.measuring.sweep_record``'s.
+its own roofline. Its results record, and what is read from it: ``sweep_record``.
 
 Paired decode. ``paired_decode`` alternates the bandwidth stream and a one-token matmul, to
 tell a kernel's shortfall from a busy machine's (``fastest_group``; ``pairs_reading`` says which).
@@ -530,13 +528,12 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     fastest (``fastest_group``), did the matmul rise with the stream (by at least half as
     much: it follows the moment's traffic), level off or fall while the stream climbed (a
     limit of the kernel's own unless a group's matmul came within 5% of the fastest group's
-    stream: then the groups scatter), or did the stream vary by under 5%? Only
-    a matmul shown to follow the stream has its gap to the ceiling put down to the moment's
-    traffic. ``kernel_best``: the rate (B/s) the same kernel and shape reached elsewhere (the
-    sweep's own point, timed in blocks); where the notch lies below the band and that rate is
-    over 5% above every group's matmul, the pairs' timing (each call alone, after a stream)
-    held it back, not the kernel alone; under 90% of
-    the slowest group's, the sweep's timing did, and the reading says so."""
+    stream: then the groups scatter), or did the stream vary by under 5%? Only a matmul shown
+    to follow the stream has its gap put down to the moment's traffic (its share of the stream
+    steady within 5%, or said to move). ``kernel_best``: the rate (B/s) the same kernel and
+    shape reached in the sweep's blocks; where the notch lies below the band and that rate is
+    over 5% above every group's matmul, the pairs' one-call timing held it back, not the
+    kernel alone; under 90% of the slowest group's, the sweep's timing did."""
     ratios = [matmul / stream for stream, matmul in rates]
     median, iqr = timing.median_and_iqr(ratios)
     notch = 1.57 * iqr / math.sqrt(len(ratios))
@@ -587,9 +584,12 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
                    "in blocks), so the pairs' timing (each call alone, after a stream) held it "
                    "back, not the kernel alone")
     else:
+        shares = f"{slow_matmul / slow_stream:.0%} to {matmul / stream:.0%}"  # first, last group
+        drift = (matmul / stream) / (slow_matmul / slow_stream) - 1
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
-                   f"{band}, so that shortfall is the kernel's; {trend}"
-                   + (", at a steady share of the stream" if follows else ""))  # fmt: skip
+                   f"{band}, so that shortfall is the kernel's; {trend}" + ("" if not follows
+                   else ", at a steady share of the stream" if abs(drift) <= 0.05
+                   else f", its share of the stream moving from {shares}"))  # fmt: skip
     if kernel_best is not None and kernel_best < 0.9 * slow_matmul:
         # The same kernel and shape, slower in the sweep than in every group of pairs: what
         # differs is the timing (blocks of back-to-back calls over rotated copies), not the kernel.

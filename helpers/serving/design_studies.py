@@ -41,17 +41,20 @@ __all__ = ["QUEUE_GROWS", "SloShares", "slo_shares", "CandidateAt", "CandidateRo
            "design_search", "TraceLength", "ShortTrace", "short_trace_study", "KnobPlan",
            "KnobPlans", "knob_plans"]  # fmt: skip
 
-QUEUE_GROWS = 1.5  # a median TTFT that grows by half when the trace doubles: the queue grows
+QUEUE_GROWS = 1.5  # a median TTFT or TPOT that grows by half as the trace doubles: a queue grows
 
 
 class SloShares(NamedTuple):
     """A candidate at one rate, at steady state: the shares of requests meeting the TTFT
-    SLO and the TPOT SLO, each on its own, and both; and the median TTFT (s)."""
+    SLO and the TPOT SLO, each on its own, and both; and the median TTFT and TPOT (s): a
+    queue for prefill shows in the one, a queue for decode slots (a split pair's decode chip
+    at its batch cap) in the other."""
 
     ttft: float
     tpot: float
     both: float
     median_ttft: float
+    median_tpot: float
 
 
 def slo_shares(scenario: Scenario, config: ServingConfig, rate: float) -> SloShares:
@@ -61,22 +64,23 @@ def slo_shares(scenario: Scenario, config: ServingConfig, rate: float) -> SloSha
     return SloShares(float(np.mean(result.ttft <= scenario.ttft_slo)),
                      float(np.mean(np.isnan(tpot) | (tpot <= scenario.tpot_slo))),
                      result.attainment(scenario.ttft_slo, scenario.tpot_slo),
-                     float(np.median(result.ttft)))  # fmt: skip
+                     float(np.median(result.ttft)), float(np.nanmedian(tpot)))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CandidateAt:
     """A candidate at one rate on the scenario's trace (``once``) and on one twice as long
-    (``again``). ``verdict``: "queue grows" when the median TTFT grows by ``QUEUE_GROWS``
-    or more, "unstable" when a share moves more than ``planner.ATTAINMENT_TOLERANCE``, else
-    "steady" (the shares hold)."""
+    (``again``). ``verdict``: "queue grows" when the median TTFT or TPOT grows by
+    ``QUEUE_GROWS`` or more, "unstable" when a share moves more than
+    ``planner.ATTAINMENT_TOLERANCE``, else "steady" (the shares hold)."""
 
     once: SloShares
     again: SloShares
 
     @property
     def verdict(self) -> str:
-        if self.again.median_ttft > QUEUE_GROWS * self.once.median_ttft:
+        if (self.again.median_ttft > QUEUE_GROWS * self.once.median_ttft
+                or self.again.median_tpot > QUEUE_GROWS * self.once.median_tpot):
             return "queue grows"
         if any(abs(b - a) > ATTAINMENT_TOLERANCE
                for a, b in zip(self.once[:3], self.again[:3], strict=True)):  # fmt: skip

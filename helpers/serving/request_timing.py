@@ -251,9 +251,9 @@ class OneAtATime:
                          f"  the decode steps kept section 5's pace: only the prefills ran {way}")
         burst = self.burst
         lines.append(f"the burst's TTFTs, ms: FIFO on idle prefill times "
-                     f"{', '.join(f'{fifo[r][1] * 1e3:.0f}' for r in burst)}; FIFO on this "
-                     f"run's {', '.join(f'{fed[r][1] * 1e3:.0f}' for r in burst)}; measured "
-                     f"{', '.join(f'{first[r] * 1e3:.0f}' for r in burst)}")
+                     f"{', '.join(f'{fifo[r][1] * 1e3:.1f}' for r in burst)}; FIFO on this "
+                     f"run's {', '.join(f'{fed[r][1] * 1e3:.1f}' for r in burst)}; measured "
+                     f"{', '.join(f'{first[r] * 1e3:.1f}' for r in burst)}")
         if self.queue_is_fifo:
             lines.append(f"  fed this run's prefill times, FIFO is within "
                          f"{self.fifo_off * 1e3:.1f} ms of the measured: the burst's queue is "

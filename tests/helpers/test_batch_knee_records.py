@@ -166,7 +166,7 @@ def test_a_doubling_under_1_8_names_the_criterion_and_weighs_the_weights_read():
     assert reading.weights_read_s / fixed < 0.15
     report = reading.report()
     assert "not yet compute-bound" not in report and "still the weights' read" not in report
-    assert "step ×1.697, under ×1.8: t(256) still holds costs that do not grow with B" in report
+    assert "step ×1.697, under ×1.8: t(256) is not yet proportional to B" in report
     assert "intercept of 25.1 ms" in report and "more than the whole batch-1 step" in report
     assert "its weights' read, 2.49 ms, hides under compute" in report
     assert f"is {reading.weights_read_s / fixed:.0%} of the measured intercept" in report
@@ -209,6 +209,8 @@ def test_the_two_point_knee_is_exercise_2_s_and_a_fixed_cost_moves_only_the_orig
     report = above.report()
     assert "(at or before batch 0): its intercept, 12 ms, is at or above t(1), 11 ms" in report
     assert "neither knee marks where a flat stretch ends" in report
+    assert "no cost every step pays, so below batch 128 the step grew faster than this line" \
+        in report
     measured = next(x for x in report.splitlines() if x.startswith("measured knee"))
     assert "only a lower bound on t(1)/s" in measured and "stops being flat" not in report
     # two batches: no line through the two largest beside the floor

@@ -19,9 +19,12 @@ LOADS = (1.0, 2.0, 3.0)
 
 
 def test_a_candidates_verdict_reads_the_doubled_trace():
-    once = SloShares(1.0, 0.95, 0.95, 0.05)
+    once = SloShares(1.0, 0.95, 0.95, 0.05, 0.006)
     assert CandidateAt(once, once).verdict == "steady"
     assert CandidateAt(once, once._replace(median_ttft=0.08)).verdict == "queue grows"
+    # a decode queue (a split pair's decode chip at its cap) shows in TPOT, not TTFT
+    assert CandidateAt(once, once._replace(median_tpot=0.0091)).verdict == "queue grows"
+    assert CandidateAt(once, once._replace(median_tpot=0.0089)).verdict == "steady"
     assert CandidateAt(once, once._replace(tpot=0.9)).verdict == "unstable"  # 5 points
     assert CandidateAt(once, once._replace(tpot=0.94)).verdict == "steady"  # within 2
     assert CandidateAt(once, once).cells(("both", "ttft")) == "   95%  100%"
@@ -48,6 +51,7 @@ def test_the_design_search_holds_the_planners_search_and_runs():
                 assert shares.both == result.attainment(0.5, 0.010)
                 assert shares.ttft == float(np.mean(result.ttft <= 0.5))
                 assert shares.median_ttft == float(np.median(result.ttft))
+                assert shares.median_tpot == float(np.nanmedian(result.tpot))
         assert row.goodput == plan.goodputs.get(row.config)
         if row.goodput is not None:
             assert row.goodput_doubled == serving.config_goodput(doubled, row.config, LOADS)

@@ -131,7 +131,7 @@ def test_the_verdicts_flip_where_their_thresholds_are_crossed():
 
     quiet = dtype_table(1.05, 109.0, 54.0)  # at or under each threshold, not past it
     assert not quiet.above_ceiling and quiet.layout_cheap and not quiet.timing_differs
-    loud = dtype_table(1.06, 111.0, 56.0, loaded=True, steady=False)
+    loud = dtype_table(1.06, 111.0, 56.0, loaded=True)
     assert loud.above_ceiling and not loud.layout_cheap and loud.timing_differs
     lines = "\n".join(loud.lines())
     assert ("bf16: the fastest kernel streamed 106% of the bandwidth ceiling: the ceiling is the "
@@ -141,10 +141,22 @@ def test_the_verdicts_flip_where_their_thresholds_are_crossed():
     assert "its layout sends the product to a slower kernel" in lines
     assert ("(sweep / here 1.12x): the same kernel, so the difference is the timing's moment or "
             "harness") in lines
-    assert "  (timed under load: unreliable)  (IQR over half the median: two-mode" in lines
+    assert "  (timed under load: unreliable)\n" in lines + "\n"
+    assert "two-mode" not in lines
     assert "the fastest kernel streamed" not in "\n".join(quiet.lines())
     assert "race picked" not in lines  # the sweep's aten is the fastest here too
     assert "unreliable" not in "\n".join(quiet.lines())
+    # A two-mode aten is no kernel to rank by: eager (steady) is the fastest, and the sweep's
+    # point compared with aten's two-mode timing here is called unreliable.
+    two_mode = dtype_table(1.06, 111.0, 56.0, steady=False)
+    assert two_mode.fastest.name == "eager" and not two_mode.above_ceiling
+    two_lines = "\n".join(two_mode.lines())
+    assert "  (IQR over half the median: two-mode, unreliable)" in two_lines
+    assert "its timing here is two-mode, so this comparison is unreliable" in two_lines
+    assert "1.11x the fastest kernel's" in two_lines  # x @ B against eager, not aten
+    # x @ B faster than eager by more than LAYOUT_CHEAP: the layout cost nothing.
+    faster = "\n".join(dtype_table(1.0, 80.0, 50.0).lines())
+    assert "the layout cost nothing here (x @ B ran faster)" in faster
 
 
 @pytest.mark.parametrize(("args", "problem"), [

@@ -67,10 +67,11 @@ def test_a_prefill_step_reads_its_pace_against_the_roofline():
     fell is named; less time for more tokens is called noise first."""
     near = PrefillStep(row(16, 1.0, 10, 1.0), row(32, 1.8, 20, 2.0))
     assert not near.far and near.costlier is None and len(near.lines()) == 1
-    assert near.lines()[0].endswith("near the roofline's pace")
+    assert near.lines()[0].endswith("0.90 of the roofline's pace, within 1.5× of it")
     below = PrefillStep(row(16, 1.0, 10, 1.0), row(32, 1.2, 20, 2.0))
     assert below.far and below.pace == pytest.approx(0.6) and below.costlier == 16
-    assert not below.rate_fell and "far below" in below.lines()[0]
+    assert not below.rate_fell
+    assert below.lines()[0].endswith("0.60 of the roofline's pace, more than 1.5× below it")
     above = PrefillStep(row(16, 1.0, 10, 1.0), row(32, 4.0, 20, 2.0))
     assert above.far and above.costlier == 32 and above.rate_fell  # 10 → 5 FLOP/s
     assert len(above.lines()) == 3 and "FLOP rate fell" in above.lines()[2]
@@ -83,9 +84,10 @@ def test_a_prefill_step_reads_its_pace_against_the_roofline():
                          False)  # fmt: skip
     assert curve.steps == (near,) and curve.report().count("\n") == 1 + 2 + 2
     # the whole range read as one step: 1.8x against the roofline's 2x, near it
-    assert curve.report().endswith("over the whole range: 0.90 of the roofline's pace, near it")
+    assert curve.report().endswith(
+        "over the whole range: 0.90 of the roofline's pace, within 1.5× of it")
     far = dataclasses.replace(curve, rows=(below.shorter, below.longer))
-    assert far.report().endswith("0.60 of the roofline's pace, far below it")
+    assert far.report().endswith("0.60 of the roofline's pace, more than 1.5× below it")
 
 
 def test_a_decode_curve_keeps_the_best_stream_and_reads_its_rows_on_it(model):
