@@ -74,6 +74,13 @@ class SweepRun:
     def bandwidth_after(self) -> float:
         return self.streams[-1]
 
+    def sweep_moment(self, dtype: str) -> float:
+        """The stream rate beside ``dtype``'s sweep: the mean of the streams just before and
+        just after it; for the last dtype, the one before (the next comes after the pairs)."""
+        i = self.dtypes.index(dtype)
+        beside = self.streams[i:i + 2] if i + 1 < len(self.dtypes) else self.streams[i:i + 1]
+        return sum(beside) / len(beside)
+
     @property
     def bandwidth_drift(self) -> float:
         """The streamed bandwidth after the sweep over the one before it, less 1."""

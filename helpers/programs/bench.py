@@ -22,6 +22,7 @@ from typing import Any
 from helpers.counting.models import ModelConfig
 from helpers.measuring import kernels, machine, sweep, sweep_record, sweep_run
 from helpers.measuring.ceilings import Ceilings
+from helpers.measuring.pairs import pairs_reading
 from helpers.measuring.sweep import SweepPoint
 from helpers.measuring.sweep_run import SweepRun
 from helpers.widgets import plots
@@ -268,7 +269,7 @@ def run_pairs(device: str, dtypes: Sequence[str], model: str = DEFAULT_MODEL,
         title = (f"{model} {timed.label} ({timed.k}x{timed.n}), m=1, {dtype}, {kernel} kernel, "
                  f"on {machine.device_name(device)}:")  # fmt: skip
         print(format_pairs(title, rates))
-        print(f"  {sweep.pairs_reading(rates)}")
+        print(f"  {pairs_reading(rates)}")
 
 
 def _dtype_list(values: Sequence[str] | None) -> list[str]:

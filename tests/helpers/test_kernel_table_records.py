@@ -53,7 +53,8 @@ def test_every_kernel_and_x_at_b_are_timed_and_read_as_the_steps_read_them(table
             assert row.steady == ceilings.steady(row.median_s, row.iqr_s)
             assert row.loaded == machine.load_unreliable(row.others_cores, table.threads)
         eager = next(r for r in t.kernels if r.name == "eager")
-        fastest = min(t.kernels, key=lambda r: r.median_s)
+        # the least median among the steady rows (a two-mode timing is not ranked), if any
+        fastest = min([r for r in t.kernels if r.steady] or t.kernels, key=lambda r: r.median_s)
         assert t.fastest == fastest and t.fastest_share == fastest.share
         assert t.layout == t.transposed.median_s / eager.median_s
         assert t.over_fastest == t.transposed.median_s / fastest.median_s

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers.counting import models
-from helpers.measuring import kernels, machine, sweep, sweep_record, timing
+from helpers.measuring import kernels, machine, pairs, sweep, sweep_record, sweep_run, timing
 from helpers.measuring.ceilings import Ceilings
 
 # Made-up ceilings for the pure functions: round numbers, ridge at 10 FLOP/B in fp32.
@@ -350,7 +350,7 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
 ])  # fmt: skip
 def test_pairs_reading_covers_every_outcome(matmul, reading):
     rates = [(s * 1e9, matmul(s * 1e9)) for s in range(10, 40)]
-    assert reading in sweep.pairs_reading(rates)
+    assert reading in pairs.pairs_reading(rates)
 
 
 _SPREAD = [0.02 * (i / 19 - 0.5) for i in range(20)]  # ratios 1% either side of the median
@@ -372,7 +372,7 @@ def _pairs_with_notch_from(low: float) -> list[tuple[float, float]]:
 def test_the_pairs_verdict_follows_the_notch_as_printed(low, printed, verdict):
     # The reviewed bf16 pairs: every group at 105%-109%, printed as "106% ± 1%" and read as
     # within 95%-105%. Now the notch's ends are printed to 0.1% and the verdict reads them.
-    reading = sweep.pairs_reading(_pairs_with_notch_from(low))
+    reading = pairs.pairs_reading(_pairs_with_notch_from(low))
     assert printed in reading and verdict in reading
 
 
@@ -380,18 +380,18 @@ def test_a_kernel_that_reached_the_ceiling_elsewhere_is_not_blamed_for_the_pairs
     # Flat while the stream climbs: on its own that reads as the kernel's limit; the same
     # kernel and shape at 100% of the ceiling in the sweep puts it down to the pairs' timing.
     rates = [(s * 1e9, 0.8 * min(s, 20) * 1e9) for s in range(10, 40)]  # matmul tops at 16 GB/s
-    assert "shortfall is the kernel's" in sweep.pairs_reading(rates, kernel_best=16.5e9)
-    reading = sweep.pairs_reading(rates, kernel_best=20e9)
+    assert "shortfall is the kernel's" in pairs.pairs_reading(rates, kernel_best=16.5e9)
+    reading = pairs.pairs_reading(rates, kernel_best=20e9)
     assert "levelled off" in reading and "1.25× its best group's rate" in reading
     assert "not the kernel alone" in reading and "is the kernel's" not in reading
     # a matmul that follows the stream keeps its reading
     follows = [(s * 1e9, 0.98 * s * 1e9) for s in range(10, 40)]
-    assert sweep.pairs_reading(follows, kernel_best=50e9) == sweep.pairs_reading(follows)
+    assert pairs.pairs_reading(follows, kernel_best=50e9) == pairs.pairs_reading(follows)
 
 
 def test_pairs_reading_says_when_the_stream_moved_too_little_to_show_a_trend():
     rates = [((30 + 0.01 * i) * 1e9, (29.5 + 0.01 * i) * 1e9) for i in range(20)]
-    reading = sweep.pairs_reading(rates)
+    reading = pairs.pairs_reading(rates)
     assert "too little to show whether the matmul follows it" in reading
     assert "moment's traffic" not in reading
     assert "falls as short of the ceiling as x.sum() does" in reading
@@ -423,29 +423,44 @@ def test_a_sweep_point_slower_than_every_pair_is_put_down_to_the_sweeps_timing()
     # The reviewed run: pairs at 92% of the stream (about 43 GB/s), the sweep's own point of the
     # same kernel and shape at 35.5 GB/s, below the slowest group: the timing, not the kernel.
     rates = [((46 + 0.1 * i) * 1e9, 0.92 * (46 + 0.1 * i) * 1e9) for i in range(20)]
-    reading = sweep.pairs_reading(rates, kernel_best=35.5e9)
-    assert reading.startswith(sweep.pairs_reading(rates))  # the pairs' own reading stands
+    reading = pairs.pairs_reading(rates, kernel_best=35.5e9)
+    assert reading.startswith(pairs.pairs_reading(rates))  # the pairs' own reading stands
     assert "the sweep's own point (timed in blocks) streamed only 81% of the fastest group's" \
-        in reading and "the sweep's timing, not the kernel, lost that difference" in reading
+        in reading and "the sweep's timing or its moment, not the kernel" in reading
     # within 10% of the slowest group: nothing added
-    assert sweep.pairs_reading(rates, kernel_best=40e9) == sweep.pairs_reading(rates)
+    assert pairs.pairs_reading(rates, kernel_best=40e9) == pairs.pairs_reading(rates)
+    # The stream beside the sweep says which: at 38 GB/s the point ran 93% of it, as the
+    # pairs' 92% (memory was slower then); at 46 GB/s, 77%: the sweep's timing.
+    slow_moment = pairs.pairs_reading(rates, kernel_best=35.5e9, kernel_moment=38e9)
+    assert ", yet 93% of the stream measured beside it (38.0 GB/s), as the pairs' 92%: memory " \
+        "was slower at the sweep's moment, not the kernel or its timing" in slow_moment
+    same_moment = pairs.pairs_reading(rates, kernel_best=35.5e9, kernel_moment=46e9)
+    assert ", and 77% of the stream measured beside it (46.0 GB/s), under the pairs' 92%: the " \
+        "sweep's timing, not the kernel or the moment, lost that difference" in same_moment
+
+
+def test_the_sweep_moment_is_the_stream_beside_each_dtypes_sweep():
+    run = sweep_run.SweepRun("m", ("fp32", "bf16"), (1,), True, "d", None, None, {}, (),
+                             (30e9, 34e9, 46e9), {}, 4, {}, None, {})
+    assert run.sweep_moment("fp32") == 32e9  # between the streams before and after it
+    assert run.sweep_moment("bf16") == 34e9  # the last: the next stream follows the pairs
 
 
 def test_a_matmul_that_levels_off_within_5_percent_of_its_stream_shows_no_limit_of_its_own():
     # The reviewed bf16 run: every group's ratio within 95%-105%, the matmul rising less than
     # half the stream's +5%: no kernel limit shown, unlike a matmul that falls 10% behind.
     close = [((31 + 0.1 * i) * 1e9, min(31 + 0.1 * i, 31.6) * 1e9) for i in range(20)]
-    reading = sweep.pairs_reading(close)
+    reading = pairs.pairs_reading(close)
     assert "levelled off" in reading and "no limit of the kernel's own shown" in reading
     assert "held it back" not in reading
     behind = [((31 + 0.2 * i) * 1e9, min(31 + 0.2 * i, 31.8) * 1e9) for i in range(20)]
-    assert "fell behind the stream: a limit of the kernel's own" in sweep.pairs_reading(behind)
+    assert "fell behind the stream: a limit of the kernel's own" in pairs.pairs_reading(behind)
     # The reviewed fp32 pairs: matmul groups at 37.8, 32.4, 39.1, 33.0 GB/s against streams
     # rising 36.7 -> 39.6: the first-to-last trend fell, yet the third group's matmul came
     # within 5% of the fastest stream, so no limit of the kernel's own is shown.
     groups = [(36.7, 37.8), (37.5, 32.4), (38.3, 39.1), (39.6, 33.0)]
     scatter = [((s + 0.01 * i) * 1e9, m * 1e9) for s, m in groups for i in range(5)]
-    reading = sweep.pairs_reading(scatter)
+    reading = pairs.pairs_reading(scatter)
     assert "the matmul fell (-13%)" in reading and "a limit of the kernel's own" not in reading
     assert "another group's matmul reached 39.1 GB/s" in reading
     assert "the groups scatter, no limit of the kernel's own shown" in reading
@@ -457,9 +472,9 @@ def test_the_pairs_timing_is_blamed_only_below_the_band_and_past_every_group():
     # reached the sweep's rate, so they did not hold the kernel back.
     groups = [(29.6, 28.0), (30.0, 31.0), (30.6, 29.2), (31.5, 28.0)]
     rates = [((s + 0.01 * i) * 1e9, m * 1e9) for s, m in groups for i in range(5)]
-    reading = sweep.pairs_reading(rates, kernel_best=30.7e9)
+    reading = pairs.pairs_reading(rates, kernel_best=30.7e9)
     assert "held it back" not in reading
     # Below the band, a sweep point past every group's matmul does blame the pairs' timing.
     low = [((s + 0.01 * i) * 1e9, 0.8 * m * 1e9) for s, m in groups for i in range(5)]
-    assert "notch lies below" in sweep.pairs_reading(low, kernel_best=30.7e9)
-    assert "held it back" in sweep.pairs_reading(low, kernel_best=30.7e9)
+    assert "notch lies below" in pairs.pairs_reading(low, kernel_best=30.7e9)
+    assert "held it back" in pairs.pairs_reading(low, kernel_best=30.7e9)
