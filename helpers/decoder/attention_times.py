@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from helpers.counting import flops, hardware, memory, models, roofline
 from helpers.counting.models import ModelConfig
-from helpers.decoder.phase_times import within_spread
+from helpers.decoder.phase_times import DecodeCurve, within_spread
 from helpers.decoder.split_kv import split_kv_attention
 from helpers.measuring import machine, timing
 from helpers.measuring.ceilings import Ceilings
@@ -31,7 +31,7 @@ from helpers.measuring.timing import Timing
 
 __all__ = ["AttentionRoof", "AttentionRow", "AttentionCurve", "SplitVerdict",
            "SplitAgainstPlain", "attention_roof", "attention_against_context",
-           "split_against_plain"]  # fmt: skip
+           "split_against_plain", "against_steps"]  # fmt: skip
 
 GPU, LATENT_MODEL = "H100 SXM", "DeepSeek-V3"  # the bf16 GPU and the latent attention compared
 
@@ -160,6 +160,31 @@ class AttentionCurve:
                      f"{self.latent_model}'s MLA {self.latent_intensity:.0f} "
                      f"({self.latent_intensity / self.gpu_ridge:.0%})")
         return "\n".join(lines)
+
+
+def against_steps(curve: AttentionCurve, decode: DecodeCurve, layers: int) -> str | None:
+    """Section 5's TPOT growth between the shortest and longest context both ``curve`` and
+    ``decode`` timed, against ``curve``'s one-layer attention growth times ``layers``: the
+    two measurements of what a cached token costs, read against their summed spreads
+    (``within_spread``). None where they share fewer than two contexts."""
+    attention = {row.length: row for row in curve.rows}
+    steps = {row.context: row.seconds for row in decode.rows}
+    common = sorted(set(attention) & set(steps))
+    if len(common) < 2:
+        return None
+    a, b = common[0], common[-1]
+    alone = layers * (attention[b].seconds - attention[a].seconds)
+    step = steps[b] - steps[a]
+    spread = layers * (attention[a].iqr + attention[b].iqr) + decode.spread[a] + decode.spread[b]
+    line = (f"from {a:,} to {b:,} cached tokens: attention timed alone grew "
+            f"{alone * 1e3:.2f} ms over {layers} layers, section 5's TPOT {step * 1e3:.2f} ms "
+            f"(spreads summed {spread * 1e3:.2f} ms): ")
+    if within_spread(alone, step, spread):
+        return line + "they agree within their spreads"
+    return line + (f"attention alone costs {'more' if alone > step else 'less'} beyond the "
+                   "spreads (each call here reads caches rotated out of the last-level cache; "
+                   "inside a step it follows the weights' reads): an estimate of attention's "
+                   "share of a step should say which of the two it uses")
 
 
 def _lengths(lengths: Sequence[int]) -> list[int]:

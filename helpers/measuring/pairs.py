@@ -39,7 +39,8 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     steady within 5%, or said to move). ``kernel_best``: the rate (B/s) the same kernel and
     shape reached in the sweep's blocks; where the notch lies below the band and that rate is
     over 5% above every group's matmul, the pairs' one-call timing held it back, not the
-    kernel alone; under 90% of the slowest group's, the sweep's timing or its moment did:
+    kernel alone, as where that rate reaches the band against ``kernel_moment``; under 90%
+    of the slowest group's, the sweep's timing or its moment did:
     ``kernel_moment``, the stream rate (B/s) measured beside the sweep's point (the streams
     just before and after its dtype's sweep), says which. Where the point's share of that
     stream is at least the pairs' median share, less 5%, memory was slower at the sweep's
@@ -87,6 +88,13 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         reading = (f"the matmul streamed {share} at the same moment: the notch reaches {band}, "
                    f"so it streams as well as x.sum(), within the spread; {trend}, "
                    f"{gap[follows]}")  # fmt: skip
+    elif (kernel_best is not None and kernel_moment is not None
+          and kernel_best / kernel_moment >= STREAM_BAND[0]):
+        reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
+                   f"{band}; {trend}; yet in the sweep's blocks the same kernel and shape "
+                   f"streamed {kernel_best / kernel_moment:.0%} of the stream measured beside it "
+                   f"({kernel_moment / 1e9:.1f} GB/s), within the band: the pairs' timing (each "
+                   "call alone, after a stream) held it back, not the kernel")
     elif kernel_best is not None and kernel_best > 1.05 * best_matmul and follows is not True:
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
                    f"{band}; {trend}; yet the same kernel and shape streamed "

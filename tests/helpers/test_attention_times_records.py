@@ -88,3 +88,32 @@ def test_a_real_split_run_times_plain_then_each_split_on_the_same_cache():
     with pytest.raises(ValueError, match="chunks"):
         attention_times.split_against_plain(TINY, 16, ceilings_of(1e10, 1e9), "fp32",
                                             chunks=(32,), **FAST)  # fmt: skip
+
+
+def test_attention_alone_is_set_against_the_decode_steps_growth():
+    """Section 7's one-layer attention grew 762 µs from 1,024 to 8,192 tokens (4 layers: 3.05
+    ms) where section 5's TPOT grew 1.61 ms, spreads 0.94 ms + 4 × 40 µs: they disagree."""
+    from helpers.decoder.phase_times import DecodeCurve, DecodeRow
+
+    measured = ceilings_of(1e10, 1e9)
+    roof = attention_times.attention_roof(TINY, measured, "fp32")
+    rows = (attention_times.AttentionRow(1024, 126e-6, 20e-6, 1),
+            attention_times.AttentionRow(8192, 888e-6, 20e-6, 8),
+            attention_times.AttentionRow(32768, 3333e-6, 20e-6, 32))
+    curve = attention_times.AttentionCurve("m", roof, rows, "H100 SXM", 295.0, 7.0, "x", 242.0)
+
+    def decode(grown: float) -> DecodeCurve:
+        steps = (DecodeRow(16, 0.0572, 1.0, 0.01, 0.3), DecodeRow(1024, 0.05775, 1.0, 0.01, 0.3),
+                 DecodeRow(8192, 0.05775 + grown, 1.0, 0.01, 0.3))
+        return DecodeCurve("m", "fp32", steps, {16: 2e-4, 1024: 2.1e-4, 8192: 7.3e-4}, measured,
+                           1e9, (1e9,), 4, 400, roofline.bound_time(1.0, 1.0, 1.0, 1.0))
+
+    line = attention_times.against_steps(curve, decode(0.00161), layers=4)
+    assert line.startswith("from 1,024 to 8,192 cached tokens: attention timed alone grew 3.05 "
+                           "ms over 4 layers, section 5's TPOT 1.61 ms (spreads summed 1.10 ms)")
+    assert "attention alone costs more beyond the spreads" in line
+    agree = attention_times.against_steps(curve, decode(0.0025), layers=4)
+    assert agree.endswith("they agree within their spreads")  # 3.05 against 2.50, spread 1.10
+    short = DecodeCurve("m", "fp32", decode(0.0).rows[:1], {16: 1e-4}, measured, 1e9, (1e9,), 4,
+                        400, roofline.bound_time(1.0, 1.0, 1.0, 1.0))
+    assert attention_times.against_steps(curve, short, layers=4) is None  # one shared context

@@ -439,6 +439,19 @@ def test_a_sweep_point_slower_than_every_pair_is_put_down_to_the_sweeps_timing()
         "sweep's timing, not the kernel or the moment, lost that difference" in same_moment
 
 
+def test_a_sweep_point_at_the_stream_beside_it_puts_the_pairs_shortfall_to_their_timing():
+    # The reviewed bf16 pairs: 91% of the stream, the notch below the band; the sweep's own
+    # point of the same kernel streamed 45.24 GB/s beside a 47.1 GB/s stream (96%, in the band).
+    rates = [((47 + 0.01 * i) * 1e9, 0.913 * (47 + 0.01 * i) * 1e9) for i in range(20)]
+    reading = pairs.pairs_reading(rates, kernel_best=45.24e9, kernel_moment=47.1e9)
+    assert "the notch lies below 95%–105%" in reading and "the kernel's" not in reading
+    assert ("yet in the sweep's blocks the same kernel and shape streamed 96% of the stream "
+            "measured beside it (47.1 GB/s), within the band: the pairs' timing") in reading
+    # at 90% of the stream beside it, out of the band: the shortfall stays the kernel's
+    kernel = pairs.pairs_reading(rates, kernel_best=42.4e9, kernel_moment=47.1e9)
+    assert "so that shortfall is the kernel's" in kernel
+
+
 def test_the_sweep_moment_is_the_stream_beside_each_dtypes_sweep():
     run = sweep_run.SweepRun("m", ("fp32", "bf16"), (1,), True, "d", None, None, {}, (),
                              (30e9, 34e9, 46e9), {}, 4, {}, None, {})
