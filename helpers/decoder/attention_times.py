@@ -180,7 +180,7 @@ def against_steps(curve: AttentionCurve, decode: DecodeCurve, layers: int) -> st
             f"{alone * 1e3:.2f} ms over {layers} layers, section 5's TPOT {step * 1e3:.2f} ms "
             f"(spreads summed {spread * 1e3:.2f} ms): ")
     if within_spread(alone, step, spread):
-        return line + "they agree within their spreads"
+        return line + "no difference shown within their spreads"
     return line + (f"attention alone costs {'more' if alone > step else 'less'} beyond the "
                    "spreads (each call here reads caches rotated out of the last-level cache; "
                    "inside a step it follows the weights' reads): an estimate of attention's "

@@ -133,6 +133,13 @@ class DtypeKernels:
         return self.fastest_share > ABOVE_CEILING
 
     @property
+    def layout_within_spread(self) -> bool:
+        """``x @ B`` and ``eager`` closer than their IQRs summed: no layout effect shown."""
+        eager = next(row for row in self.kernels if row.name == kernels.EAGER.name)
+        return abs(self.transposed.median_s - eager.median_s) <= (self.transposed.iqr_s
+                                                                   + eager.iqr_s)
+
+    @property
     def layout_cheap(self) -> bool:
         """``x @ B`` within ``LAYOUT_CHEAP`` of ``eager``: the kernel, not the layout, makes
         the gap to the fastest."""
@@ -165,7 +172,9 @@ class DtypeKernels:
                        "times of sections 4–8 are not lower bounds here")
         out.append(f"{dtype} x @ B took {self.layout:.2f}x F.linear's time on the [out, in] "
                    f"layout (layout alone) and {self.over_fastest:.2f}x the fastest kernel's: "
-                   + ("the layout cost nothing here (x @ B ran faster); the kernel and its "
+                   + ("within the two timings' spreads, no layout effect shown; the kernel and "
+                      "its prepared weight make the gap" if self.layout_within_spread else
+                      "the layout cost nothing here (x @ B ran faster); the kernel and its "
                       "prepared weight make the gap" if self.layout < 1 / LAYOUT_CHEAP else
                       "the layout costs little; the kernel and its prepared weight make the gap"
                       if self.layout_cheap else "its layout sends the product to a slower "

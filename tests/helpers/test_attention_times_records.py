@@ -113,7 +113,8 @@ def test_attention_alone_is_set_against_the_decode_steps_growth():
                            "ms over 4 layers, section 5's TPOT 1.61 ms (spreads summed 1.10 ms)")
     assert "attention alone costs more beyond the spreads" in line
     agree = attention_times.against_steps(curve, decode(0.0025), layers=4)
-    assert agree.endswith("they agree within their spreads")  # 3.05 against 2.50, spread 1.10
+    # 3.05 against 2.50 ms, spread 1.10
+    assert agree.endswith("no difference shown within their spreads")
     short = DecodeCurve("m", "fp32", decode(0.0).rows[:1], {16: 1e-4}, measured, 1e9, (1e9,), 4,
                         400, roofline.bound_time(1.0, 1.0, 1.0, 1.0))
     assert attention_times.against_steps(curve, short, layers=4) is None  # one shared context
