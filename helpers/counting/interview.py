@@ -234,9 +234,11 @@ def decode_claim(cfg: ModelConfig, hw: HardwareSpec, contexts: tuple[int, int] =
     return Claim(
         f"decode is ~1 FLOP/B in {dtype}",
         f"{said[0]:.3f} at {_k(short)}, {said[1]:.3f} at {_k(long)}",
-        f"{one:.3f} at batch 1 with activations and {one_long:.2f} at {_k(long)} (attention's "
-        f"FLOPs, not in 2N, grow with the cache); attention {split[1]['attention']:.2f} "
-        f"(GQA group {cfg.group_size}); weight matmuls at batch {batch} "
+        f"{one:.3f} at batch 1 counted op by op (the embedding a lookup, not a matmul or a "
+        f"whole-table read; activations and attention's FLOPs, not in 2N, added) and "
+        f"{one_long:.2f} at {_k(long)} (attention's FLOPs grow with the cache); "
+        f"attention {split[1]['attention']:.2f} (GQA group {cfg.group_size}); weight matmuls at "
+        f"batch {batch} "
         f"{split[batch]['weights']:.1f}; at {_k(long)}, the {fits} sequences that fit an "
         f"{short_name(hw)} make the KV cache {kv_share:.0%} of the bytes ({kv / 2**30:.0f} GiB)",
         abs(one - 1) < 0.25, (one_long > 1.25, split[1]["attention"] > 2,
