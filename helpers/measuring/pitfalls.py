@@ -71,7 +71,7 @@ class NaiveCalls:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.seconds)
+        return timing.median_and_iqr(self.seconds)[0]
 
     @property
     def mean(self) -> float:
@@ -202,7 +202,7 @@ def _launch_then_wait(launch: Callable[[], Any], wait: Callable[[Any], Any],
         launched.append(time.perf_counter() - start)
         wait(handle)
         finished.append(time.perf_counter() - start)
-    return statistics.median(launched[1:]), statistics.median(finished[1:])
+    return timing.median_and_iqr(launched[1:])[0], timing.median_and_iqr(finished[1:])[0]
 
 
 def launch_and_finish(n: int, device: str, repeats: int = 5) -> LaunchAndFinish:
