@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from helpers.measuring import machine, pitfalls
+from helpers.measuring import machine, pitfalls, timing, values_and_threads
 
 
 def _load() -> machine.OthersLoad:
@@ -111,3 +111,77 @@ def test_free_core_threads_restores_torch_threads():
     with pytest.raises(RuntimeError), machine.free_core_threads("cpu", cores=1):
         raise RuntimeError("a failed timing")
     assert torch.get_num_threads() == threads
+
+
+def _timing(median_us: float, iqr_us: float, n: int = 6) -> timing.Timing:
+    return timing.Timing(median_us * 1e-6, iqr_us * 1e-6, median_us * 1e-6, median_us * 1e-6, n,
+                         1, "cpu", 2)
+
+
+def test_interleaved_alternates_the_order_round_by_round():
+    order = []
+    record = values_and_threads.interleaved(
+        {"a": (lambda: order.append("a"), ()), "b": (lambda: order.append("b"), ())}, "cpu",
+        rounds=3, min_run_time=0.0, max_run_time=0.0)
+    assert set(record) == {"a", "b"} and all(t.n == 3 for t in record.values())
+    # Each round times one label to the end before the next: a b, b a, a b. Merging repeats
+    # leaves a b a b; the same order every round would leave a b a b a b.
+    runs = [label for i, label in enumerate(order) if i == 0 or order[i - 1] != label]
+    assert runs == ["a", "b", "a", "b"]
+    with pytest.raises(ValueError, match="calls"):
+        values_and_threads.interleaved({}, "cpu")
+    with pytest.raises(ValueError, match="rounds"):
+        values_and_threads.interleaved({"a": (lambda: None, ())}, "cpu", rounds=0)
+
+
+def test_zeros_and_random_times_both_per_dtype_and_reads_its_verdicts():
+    record = values_and_threads.zeros_and_random(32, "cpu", ("fp32", "bf16"), rounds=2)
+    assert [row.dtype for row in record.rows] == ["fp32", "bf16"]
+    assert record.shape == (32, 32, 32)
+    assert all(row.random.n == 2 == row.zeros.n for row in record.rows)
+    hand = values_and_threads.ZerosAndRandom(384, (
+        values_and_threads.ValuesRow("fp32", _timing(604, 2), _timing(606, 5), _load()),
+        values_and_threads.ValuesRow("bf16", _timing(300, 1), _timing(200, 1), _load())))
+    lines = hand.report().splitlines()
+    assert lines[1].endswith("1.00  no difference shown")
+    assert lines[2].endswith("0.67  zeros faster")
+    assert "0.604 (0.002)" in lines[1] and "0.606 (0.005)" in lines[1]
+
+
+def test_subnormals_restore_threads_and_flush_and_count_the_flushed():
+    threads = torch.get_num_threads()
+    record = values_and_threads.subnormals([1, 1], elements=4096, rounds=2)
+    assert torch.get_num_threads() == threads
+    assert torch.tensor([1e-39]).mul(1.0).item() != 0.0  # flush-to-zero left off
+    assert record.thread_counts == [1] and record.subnormal_share == 1.0
+    assert set(record.rows) == {(1, False), (1, True)}
+    assert record.flushed[1, False] == 0.0  # flush-to-zero off: no product is zero
+    with pytest.raises(ValueError, match="thread count"):
+        values_and_threads.subnormals([])
+    hand = values_and_threads.Subnormals(
+        2**20, 1.0, {(2, False): (_timing(53.7, 0.2), _timing(64.1, 0.4)),
+                     (2, True): (_timing(53.5, 0.3), _timing(53.4, 0.4)),
+                     (1, False): (_timing(97.0, 0.6), _timing(140.0, 0.8)),
+                     (1, True): (_timing(96.5, 0.6), _timing(96.3, 0.5))},
+        {(2, False): 0.0, (2, True): 1.0, (1, False): 0.0, (1, True): 1.0}, {})
+    lines = hand.report().splitlines()
+    assert lines[1].endswith("ratio  1.19: slower beyond the spread; results flushed to zero: 0%")
+    assert lines[2].endswith("no slowdown beyond the spread; results flushed to zero: 100%")
+    assert lines[5] == ("verdict: a subnormal slowdown on every thread count, which "
+                        "flush-to-zero removed")
+    assert lines[6] == ("flush-to-zero reached 100% of the results on 2 threads, 100% of the "
+                        "results on 1 thread")
+
+
+def test_timer_threads_and_time_callable_time_the_same_matmul():
+    record = values_and_threads.timer_threads(32, "cpu", min_run_time=0.01)
+    assert list(record.measurements) == ["Timer default", "all CPU threads"]
+    assert record.threads("Timer default") == 1  # Timer's own default
+    assert record.threads("all CPU threads") == torch.get_num_threads()
+    one = record.timing("Timer default")
+    assert one.n == len(record.measurements["Timer default"].times)
+    assert record.report().splitlines()[0].startswith("Timer default    (1 thread): median")
+    against = values_and_threads.against_timer(record, min_run_time=0.01, max_run_time=0.02)
+    assert against.shape == (32, 32, 32) and against.ours.threads == torch.get_num_threads()
+    assert against.theirs == record.timing("all CPU threads")
+    assert against.report().splitlines()[2].endswith(against.verdict)
