@@ -60,8 +60,6 @@ def _decode_reason(cs: list[Comparison]) -> str:
              f"{c.work.bytes_moved / 1e9:.1f} GB, measured {c.measured_seconds * 1e3:.2f} ms "
              f"({c.share:.0%}, {c.share / copy:.0%} of the copy kernel's share)"
              for c in cs]  # fmt: skip
-    bf16 = [c.share for c in cs if c.row.dtype == "bf16"]
-    int8 = [c.share for c in cs if c.row.dtype == "int8"]
     return (
         "One sequence reads every weight once per token, so the memory roof binds and the "
         "bound is the bytes over the datasheet bandwidth. " + "; ".join(lines) + ". "
@@ -70,8 +68,24 @@ def _decode_reason(cs: list[Comparison]) -> str:
         "products too thin to stream at full rate, attention and norms between them, the "
         "cache growing from the 5-token prompt, a GPU power-limited to 330 W (gpt-fast's "
         "torch.compile with CUDA graphs has already removed most launch cost). "
-        f"Weight-only int8 halves the bytes but adds a dequantize: its share ({_span(int8)}) "
-        f"is below bf16's ({_span(bf16)}), though its tokens/s are higher.")
+        + _int8_against_bf16(cs))
+
+
+def _int8_against_bf16(cs: list[Comparison]) -> str:
+    # Only the same model in both dtypes compares: another model has other shapes.
+    pairs = [(b, i) for b in cs if b.row.dtype == "bf16" for i in cs
+             if i.row.dtype == "int8" and i.row.model == b.row.model]  # fmt: skip
+    said = []
+    for b, i in pairs:
+        share = "below" if i.share < b.share else "not below"
+        rate = "higher" if i.row.figure > b.row.figure else "not higher"
+        said.append(f"on {b.row.model} its share ({i.share:.0%}) is {share} bf16's "
+                    f"({b.share:.0%}), its tokens/s {rate} ({i.row.figure:,.0f} against "
+                    f"{b.row.figure:,.0f})")
+    if not said:
+        return ""
+    return ("Weight-only int8 halves the bytes but adds a dequantize: " + "; ".join(said)
+            + ".")
 
 
 def _throughput_reason(cs: list[Comparison]) -> str:

@@ -164,13 +164,21 @@ def first_calls(ops: Mapping[str, Callable[[], Any]], device: str, calls: int = 
 @dataclass(frozen=True)
 class LaunchAndFinish:
     """``launch_and_finish``'s medians (seconds) of an n×n×n fp32 matmul: until the call
-    returned (``launched``) and until its work was done (``finished``)."""
+    returned (``launched``) and until its work was done (``finished``); on a CPU, also the
+    same matmul called on the calling thread (``direct``; None on a GPU)."""
 
     experiment: str
     n: int
     launched: float
     finished: float
     load: machine.OthersLoad
+    direct: float | None = None
+
+    @property
+    def matmul_seconds(self) -> float:
+        """The matmul's own time, as the chapter's other matmuls are timed: on a CPU the
+        calling thread's (a worker thread runs torch's intra-op work on a pool of its own)."""
+        return self.finished if self.direct is None else self.direct
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -189,6 +197,10 @@ class LaunchAndFinish:
             f"clock read after the work:   {self.finished * 1e6:10.1f} µs  → achieved   "
             f"{timing.achieved_flops(self.flop, self.finished) / 1e12:10.2f} TFLOP/s",
             f"the unsynchronized timing is {self.finished / self.launched:.0f}× too short",
+            *([] if self.direct is None else [
+                f"the same matmul called on this thread: {self.direct * 1e6:10.1f} µs; in the "
+                f"worker it took {self.finished / self.direct:.2f}× as long (there torch's "
+                "intra-op work runs on a thread pool of the worker's own)"]),
         ])
 
 
@@ -227,6 +239,9 @@ def launch_and_finish(n: int, device: str, repeats: int = 5) -> LaunchAndFinish:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 launched, finished = _launch_then_wait(lambda: pool.submit(torch.mm, a, a),
                                                        lambda future: future.result(), repeats)
+            direct = timing.median_and_iqr(clock_each_call(lambda: torch.mm(a, a), device,
+                                                           repeats + 1)[1:])[0]
+            return LaunchAndFinish(experiment, n, launched, finished, load, direct)
     return LaunchAndFinish(experiment, n, launched, finished, load)
 
 

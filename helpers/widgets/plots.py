@@ -17,8 +17,12 @@ from helpers.counting.roofline import roof
 __all__ = ["RooflinePlot", "roof", "plot_roofline"]
 
 MARKERS = "osD^v<>ph*"
-# (dx, dy, alignment) of successive point labels: above right, below right, above left, ...
-LABEL_SPOTS = ((7, 5, "left"), (7, -14, "left"), (-7, 5, "right"), (-7, -14, "right"))
+# (dx, dy, alignment) of a point's label, in the order tried: above right, below right, above
+# left, below left, straight above and below, then the same a line further out.
+LABEL_SPOTS = ((7, 5, "left"), (7, -14, "left"), (-7, 5, "right"), (-7, -14, "right"),
+               (0, 9, "center"), (0, -18, "center"), (7, 18, "left"), (7, -27, "left"),
+               (-7, 18, "right"), (-7, -27, "right"), (0, 22, "center"), (0, -31, "center"))
+MARKER_HALF_PT = 4  # half the width of a drawn point (scatter size 50 is about 7 points across)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,48 @@ def _geomspace(low: float, high: float, count: int) -> list[float]:
     return [low * ratio**i for i in range(count)]
 
 
+def _place_labels(ax, placed: Mapping[str, tuple[float, float]]) -> None:
+    """Label each point at the first of ``LABEL_SPOTS`` whose text covers no text already on
+    the axes and no other point, else where it covers least: labels taking fixed turns round
+    their points can land two on one spot, or one beside the wrong point. Reads the axes'
+    limits as they are now: set them first."""
+    from matplotlib.transforms import Bbox
+
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    half = MARKER_HALF_PT * ax.figure.dpi / 72
+    dots = {name: ax.transData.transform(xy) for name, xy in placed.items()}
+    taken = [t.get_window_extent(renderer) for t in ax.texts]
+
+    def covered(box: Bbox, name: str) -> float:
+        others = [Bbox.from_extents(x - half, y - half, x + half, y + half)
+                  for other, (x, y) in dots.items() if other != name]
+        return sum(_overlap(box, b) for b in (*taken, *others))
+
+    for name, xy in placed.items():
+        best = None  # (area covered, annotation)
+        for dx, dy, align in LABEL_SPOTS:
+            text = ax.annotate(name, xy, xytext=(dx, dy), textcoords="offset points",
+                               fontsize=9, ha=align)  # fmt: skip
+            area = covered(text.get_window_extent(renderer), name)
+            if best is None or area < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (area, text)
+            else:
+                text.remove()
+            if area == 0:
+                break
+        taken.append(best[1].get_window_extent(renderer))
+
+
+def _overlap(a, b) -> float:
+    """The area two display boxes share."""
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(width, 0.0) * max(height, 0.0)
+
+
 def plot_roofline(
     ax,
     peak_flops: float,
@@ -58,6 +104,7 @@ def plot_roofline(
     *,
     ceilings: Mapping[str, float] | None = None,
     intensity_range: Sequence[float] | None = None,
+    flops_range: Sequence[float] | None = None,
     color: str | None = None,
     marker: str | None = None,
     annotate: bool = True,
@@ -71,7 +118,8 @@ def plot_roofline(
     best measured matmul). ``label`` names this roof in the legend; call the function again
     on the same axes to compare chips or datasheet against measurement. Points take turns
     through ``MARKERS`` unless ``marker`` gives one for all (e.g. a sweep, ``annotate=False``).
-    Returns what was drawn.
+    ``flops_range`` fixes the vertical axis before the labels are placed (``_place_labels``:
+    each where it covers no other label or point). Returns what was drawn.
     """
     peak = _positive(peak_flops, "peak_flops")
     beta = _positive(bandwidth, "bandwidth")
@@ -109,20 +157,20 @@ def plot_roofline(
         if annotate:
             ax.annotate(name, (high, value), xytext=(-4, -11), textcoords="offset points",
                         color=colour, fontsize=8, ha="right")  # fmt: skip
-    for i, (name, (intensity, flops)) in enumerate(placed.items()):
+    for i, (intensity, flops) in enumerate(placed.values()):
         shape = marker or MARKERS[i % len(MARKERS)]
         # A black rim on filled markers only: matplotlib warns about one on "x" or "+".
         rim = {"edgecolor": "black", "linewidth": 0.5} if MarkerStyle(shape).is_filled() else {}
         ax.scatter([intensity], [flops], marker=shape, s=50, zorder=3, color=colour, **rim)
-        if annotate:  # labels take turns round the point, so nearby points stay legible
-            dx, dy, align = LABEL_SPOTS[i % len(LABEL_SPOTS)]
-            ax.annotate(name, (intensity, flops), xytext=(dx, dy), textcoords="offset points",
-                        fontsize=9, ha=align)  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/B)")
     ax.set_ylabel("attainable FLOP/s")
     ax.grid(True, which="major", alpha=0.3)
+    if flops_range is not None:
+        ax.set_ylim(*(_positive(v, "flops_range") for v in flops_range))
+    if annotate:
+        _place_labels(ax, placed)
     if label is not None:
         ax.legend(loc="upper left", fontsize=8)
     return RooflinePlot(peak, beta, ridge, tuple(xs), tuple(ys), placed, extra)

@@ -168,8 +168,7 @@ def draw_roofline(ax, view: RooflineView) -> None:
                   points={p.phase: (p.intensity, p.attainable_flops)
                           for p in view.points.values()},
                   label=f"{c.chip} datasheet, {c.dtype}", ceilings=view.ceilings,
-                  intensity_range=INTENSITY_RANGE)  # fmt: skip
-    ax.set_ylim(*FLOPS_RANGE)
+                  intensity_range=INTENSITY_RANGE, flops_range=FLOPS_RANGE)  # fmt: skip
     ax.set_title(f"{c.model}: prompt {c.prompt_tokens} tokens, batch {c.batch}", fontsize=10)
 
 

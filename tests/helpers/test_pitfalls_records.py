@@ -80,11 +80,17 @@ def test_launch_and_finish_on_a_cpu_is_the_worker_thread_analogue():
     assert record.experiment.startswith("CPU analogue")
     assert record.shape == (64, 64, 64) and record.flop == 2 * 64**3
     assert 0 < record.launched <= record.finished  # the work ends after its launch returns
+    assert record.direct > 0 and record.matmul_seconds == record.direct  # the calling thread's
     hand = pitfalls.LaunchAndFinish("hand-set", 768, 32.8e-6, 9903.8e-6, _load())
     lines = hand.report().splitlines()
     assert lines[1] == "768×768 fp32 matmul, 9.06e+08 FLOPs"
     assert lines[2].endswith(f"{2 * 768**3 / 32.8e-6 / 1e12:10.2f} TFLOP/s")
     assert lines[4] == "the unsynchronized timing is 302× too short"
+    assert len(lines) == 5 and hand.matmul_seconds == 9903.8e-6  # no calling-thread figure
+    cpu = pitfalls.LaunchAndFinish("hand-set", 768, 32.8e-6, 7532.7e-6, _load(), 4400e-6)
+    assert cpu.report().splitlines()[5] == (
+        "the same matmul called on this thread:     4400.0 µs; in the worker it took 1.71× as "
+        "long (there torch's intra-op work runs on a thread pool of the worker's own)")
 
 
 def test_cached_and_rotated_rotates_past_twice_the_cache():

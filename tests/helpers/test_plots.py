@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers.counting import hardware  # noqa: E402
+from helpers.widgets import roofline  # noqa: E402
 from helpers.widgets.plots import plot_roofline, roof  # noqa: E402
 
 H100 = hardware.get("H100 SXM")
@@ -80,3 +81,20 @@ def test_intensity_range_and_bad_inputs(ax):
         plot_roofline(ax, 1e12, 1e11, points={"x": 0.0})
     with pytest.raises(ValueError, match="increasing"):
         plot_roofline(ax, 1e12, 1e11, intensity_range=(10, 1))
+
+
+
+def test_labels_of_nearby_points_do_not_cover_each_other(ax):
+    # Chapter 3's explorer at its defaults: prefill's matrices a few percent apart in intensity,
+    # k/v at the ridge beside them, three decode points on one spot. Labels taking fixed turns
+    # round their points printed "prefill" over "prefill q/o" here.
+    view = roofline.roofline_view()
+    roofline.draw_roofline(ax, view)
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert {p.phase for p in view.points.values()} <= set(boxes)
+    names = list(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), f"{a!r} covers {b!r}"
+    assert ax.get_ylim() == roofline.FLOPS_RANGE
