@@ -284,7 +284,7 @@ class LinearSteps:
         return self.fixed + self.per_token * batch + self.per_context * contexts
 
 
-FEATURES = ("step", "head", "chunk", "decode_key", "prefill_key")
+FEATURES = ("step", "head", "chunk", "decode_key", "prefill_key", "decoding")
 
 
 DENSE_KNOTS = 16
@@ -326,12 +326,13 @@ def step_features(prefill: Sequence[tuple[int, int]], decode: int, decode_contex
     """What a measured step's time is fitted on (``FittedSteps``): 1 (a constant per step),
     the LM-head rows, the prompt chunks (each its own attention call), the keys the decodes
     attend to (their cached tokens and their own), the keys the chunks attend to (causal,
-    after their cached tokens), and the tokens the linear layers see, as weights on the
-    ``knots`` (``token_weights``)."""
+    after their cached tokens), whether the step decodes at all (the decodes' batched
+    attention calls and their plan, which a step of prompt chunks alone does not pay), and
+    the tokens the linear layers see, as weights on the ``knots`` (``token_weights``)."""
     tokens = decode + sum(new for new, _ in prefill)
     prefill_keys = sum(attended_keys(new, before, "causal") for new, before in prefill)
     fixed = (1.0, float(heads), float(len(prefill)), float(decode_context + decode),
-             float(prefill_keys))  # fmt: skip
+             float(prefill_keys), float(decode > 0))  # fmt: skip
     return np.concatenate([fixed, token_weights(tokens, knots)])
 
 

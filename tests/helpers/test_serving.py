@@ -616,13 +616,13 @@ def test_a_request_preempted_on_a_decode_engine_recomputes_and_keeps_its_tokens(
 
 def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
     # Step times made by a known model (50 µs a head, no per-chunk cost, 0.1 µs a decode key,
-    # 0.02 µs a prompt key, and linear layers that cost 2 ms for 1 token, 4 ms for 2 and 3.8
-    # for 3, as a kernel change does, then 3 ms for 4 and 20 µs a token more ... ) are fitted
-    # back: the same time on every step.
+    # 0.02 µs a prompt key, 0.4 ms for a step that decodes at all, and linear layers that cost
+    # 2 ms for 1 token, 4 ms for 2 and 3.8 for 3, as a kernel change does, then 3 ms for 4 and
+    # 20 µs a token more ... ) are fitted back: the same time on every step.
     knots = serving.steps.token_knots(256)
     assert knots[:17] == (*range(1, 17), 24) and knots[-1] == 256
     layers = [2e-3, 4e-3, 3.8e-3] + [3e-3 + 2e-5 * t for t in knots[3:]]
-    truth = serving.steps.FittedSteps([0.0, 5e-5, 0.0, 1e-7, 2e-8] + layers, knots)
+    truth = serving.steps.FittedSteps([0.0, 5e-5, 0.0, 1e-7, 2e-8, 4e-4] + layers, knots)
     shapes = [Step((), b, b * c, b) for b in range(1, 17) for c in (10, 300)]
     shapes += [Step(((p, k),), 0, 0, 1) for p in (8, 24, 32, 48, 64, 96, 128, 192, 256)
                for k in (0, 100)]
@@ -647,9 +647,9 @@ def test_fitted_steps_recover_a_known_step_model_and_run_decodes_alike():
     with pytest.raises(ValueError, match="measured steps"):
         serving.steps.FittedSteps.fit([(shapes[0], 1.0)])
     with pytest.raises(ValueError, match="non-negative coefficients"):
-        serving.steps.FittedSteps([1.0, -1.0, 0, 0, 0, 0])
+        serving.steps.FittedSteps([1.0, -1.0, 0, 0, 0, 0, 0])
     with pytest.raises(ValueError, match="knots"):
-        serving.steps.FittedSteps([0.0] * 7, (1, 4, 2))
+        serving.steps.FittedSteps([0.0] * 8, (1, 4, 2))
 
 
 def test_spec_tpot_on_the_roofline():

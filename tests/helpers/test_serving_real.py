@@ -122,7 +122,7 @@ def test_the_predictive_fit_takes_the_bursts_chunk_steps_and_leaves_its_decodes_
 
     knots = token_knots(192)
     layers = [2e-3, 4e-3, 3.8e-3] + [3e-3 + 2e-5 * t for t in knots[3:]]
-    truth = FittedSteps([0.0, 5e-5, 1e-3, 1e-7, 2e-8] + layers, knots)  # 1 ms a chunk
+    truth = FittedSteps([0.0, 5e-5, 1e-3, 1e-7, 2e-8, 3e-4] + layers, knots)  # 1 ms a chunk
     profiled = [Step((), b, b * c, b) for b in range(1, 17) for c in (24, 120)]
     profiled += [Step(((p, k),), 0, 0, 1) for p in (24, 32, 48, 64, 96, 128, 192)
                  for k in (0, 96)]
