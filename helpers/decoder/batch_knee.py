@@ -331,7 +331,8 @@ class KneeReading:
             f"through the origin holds the weights' matmuls {1 - self.attention_share:.1%} ("
             + (f"compute-bound past {star_text}" if self.top_past_critical
                else f"memory-bound short of {star_text}")
-            + f") and each sequence's KV read {self.attention_share:.1%}; its own "
+            + f") and each sequence's attention (its KV read, with its queries and outputs) "
+            f"{self.attention_share:.1%}; its own "
             f"knee on these batches, t(1)·{top}/t({top}) = {self.roofline_knee:.1f}"
             + (f", {self.roofline_knee / star:.2f}× B*" if star is not None else "")
             + ("" if self.line_is_compute else ": that line is not compute's alone"),

@@ -68,7 +68,8 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         trend = f"the matmul rose with it {rises}: it follows the moment's traffic"
     else:
         follows = False
-        trend = f"the matmul {'levelled off' if matmul_rise >= 0 else 'fell'} {rises}"
+        # A change that prints as 0% (under half a percent) is no fall.
+        trend = f"the matmul {'levelled off' if matmul_rise > -0.005 else 'fell'} {rises}"
     # The best group's matmul: a one-call pair that reached a rate shows the pairs' timing can.
     best_matmul = max(m for _, _, m in rows)
     if low > STREAM_BAND[1]:

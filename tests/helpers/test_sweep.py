@@ -345,6 +345,8 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
     (lambda s: 25e9 * (1 + 0.001 * (s % 3e9 > 1.5e9)), "levelled off"),
     (lambda s: 0.8 * min(s, 20e9), "levelled off"),
     (lambda s: 0.3 * (50e9 - s), "fell (-"),
+    # Down 0.2% from the slowest streams' group to the fastest's: printed -0%, no fall.
+    (lambda s: 25e9 * (1 - 0.002 * (s >= 30e9)), "levelled off (-0%)"),
     # Pairs alternating 60% and 130%: the notch spans 95%-105%, no shortfall shown.
     (lambda s: (0.6 if s % 2e9 else 1.3) * s, "within the spread"),
 ])  # fmt: skip
