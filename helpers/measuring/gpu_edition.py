@@ -125,7 +125,7 @@ def _ceiling_lines(c: dict[str, Any]) -> list[str]:
     lines = []
     for dtype, peak in c["matmul_flops"].items():
         line = (f"{dtype} matmul ceiling {_si(peak, 'FLOP/s')} (best GEMM "
-                f"{'×'.join(map(str, c['matmul_shape'][dtype]))})")  # fmt: skip
+                f"{'×'.join(map(str, c['matmul_shape'][dtype]))}, m×k×n)")  # fmt: skip
         sheet = c.get("datasheet_flops", {}).get(dtype)
         if sheet:
             line += f", {peak / sheet:.0%} of the datasheet's {_si(sheet, 'FLOP/s')}"

@@ -74,12 +74,18 @@ class SweepRun:
     def bandwidth_after(self) -> float:
         return self.streams[-1]
 
-    def sweep_moment(self, dtype: str) -> float:
+    def sweep_moment(self, dtype: str) -> float | None:
         """The stream rate beside ``dtype``'s sweep: the mean of the streams just before and
-        just after it; for the last dtype, the one before (the next comes after the pairs)."""
+        just after it, where the two agree within ``BANDWIDTH_DRIFT``; None where they do not
+        (memory changed speed at a moment no stream saw) and for the last dtype, whose next
+        stream comes after the pairs: there the sweep's moment is not known."""
         i = self.dtypes.index(dtype)
-        beside = self.streams[i:i + 2] if i + 1 < len(self.dtypes) else self.streams[i:i + 1]
-        return sum(beside) / len(beside)
+        if i + 1 >= len(self.dtypes):
+            return None
+        before, after = self.streams[i:i + 2]
+        if abs(after / before - 1) > BANDWIDTH_DRIFT:
+            return None
+        return (before + after) / 2
 
     @property
     def bandwidth_drift(self) -> float:

@@ -75,7 +75,7 @@ def format_summary(
         m, k, n = ceilings.matmul_shape[dtype]
         kernel = ceilings.matmul_kernel.get(dtype, kernels.EAGER.name)
         lines.append(f"  {dtype} matmul ceiling: {peak / 1e9:.1f} GFLOP/s (best GEMM "
-                     f"{m}x{k}x{n}, {kernel} kernel); ridge {ceilings.ridge(dtype):.1f} "
+                     f"{m}x{k}x{n} (MxKxN), {kernel} kernel); ridge {ceilings.ridge(dtype):.1f} "
                      "FLOP/B")  # fmt: skip
     if ceilings.datasheet_chip:
         lines.append(f"  datasheet ({ceilings.datasheet_chip}): "
@@ -107,11 +107,14 @@ def format_summary(
 
 
 def _under(share: float) -> str:
-    """A share listed as under a threshold, to one decimal place, so that 89.7% of a ceiling
-    reads as itself, not as the 90% it is under, and agrees with a whole percent printed
-    elsewhere; rounded down, so that 89.97% never reads as 90.0% (the 1e-9 absorbs float
-    error: 0.29 is 29.0%)."""
-    return f"{math.floor(share * 1000 + 1e-9) / 10:.1f}%"
+    """A share listed as under a threshold (``SHORT_SHARE``), to one decimal place, so that
+    89.7% of a ceiling reads as itself, not as the 90% it is under, and as the same share
+    printed to a tenth elsewhere (rounded to nearest); only where that would reach the
+    threshold, rounded down, so that 89.97% never reads as 90.0%."""
+    shown = round(share * 1000) / 10
+    if shown >= SHORT_SHARE * 100 and share < SHORT_SHARE:
+        shown = math.floor(share * 1000) / 10
+    return f"{shown:.1f}%"
 
 
 def shortfalls(points: Sequence[SweepPoint], ceilings: Ceilings) -> list[str]:

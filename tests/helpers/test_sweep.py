@@ -345,7 +345,7 @@ def test_paired_decode_scales_a_shape_too_large_for_memory_down():
     (lambda s: 25e9 * (1 + 0.001 * (s % 3e9 > 1.5e9)), "levelled off"),
     (lambda s: 0.8 * min(s, 20e9), "levelled off"),
     (lambda s: 0.3 * (50e9 - s), "fell (-"),
-    # Down 0.2% from the slowest streams' group to the fastest's: printed -0%, no fall.
+    # Down 0.2% from the group of slowest streams to the fastest's: printed -0%, no fall.
     (lambda s: 25e9 * (1 - 0.002 * (s >= 30e9)), "levelled off (-0%)"),
     # Pairs alternating 60% and 130%: the notch spans 95%-105%, no shortfall shown.
     (lambda s: (0.6 if s % 2e9 else 1.3) * s, "within the spread"),
@@ -458,7 +458,21 @@ def test_the_sweep_moment_is_the_stream_beside_each_dtypes_sweep():
     run = sweep_run.SweepRun("m", ("fp32", "bf16"), (1,), True, "d", None, None, {}, (),
                              (30e9, 34e9, 46e9), {}, 4, {}, None, {})
     assert run.sweep_moment("fp32") == 32e9  # between the streams before and after it
-    assert run.sweep_moment("bf16") == 34e9  # the last: the next stream follows the pairs
+    assert run.sweep_moment("bf16") is None  # the last: the next stream follows the pairs
+    # Streams either side more than 15% apart: memory changed speed when no stream saw it.
+    jumped = replace(run, streams=(30e9, 36e9, 46e9))
+    assert jumped.sweep_moment("fp32") is None
+
+
+def test_a_sweep_point_above_the_pairs_share_puts_part_of_their_shortfall_to_their_timing():
+    # The reviewed fp32 pairs: 78% of the stream; the sweep's point in blocks at 92% of the
+    # stream beside it (33.6 GB/s), well above the pairs' share.
+    rates = [((50.4 + 0.16 * i) * 1e9, 0.777 * (50.4 + 0.16 * i) * 1e9) for i in range(20)]
+    reading = pairs.pairs_reading(rates, kernel_best=0.92 * 33.6e9, kernel_moment=33.6e9)
+    assert "so that shortfall is the kernel's as the pairs time it (a call at a time)" in reading
+    assert ("92% of the stream measured beside it (33.6 GB/s), above the pairs' 78%, so the "
+            "pairs' one-call timing cost part of their shortfall") in reading
+    assert "as the pairs' 78%" not in reading
 
 
 def test_a_matmul_that_levels_off_within_5_percent_of_its_stream_shows_no_limit_of_its_own():
