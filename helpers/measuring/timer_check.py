@@ -92,8 +92,9 @@ class TimerCheck:
                 f"cache) where the sweep rotates copies (section 4): that can save a call at "
                 f"most one read of them, {self.reuse_bound * 1e3:.2f} ms, against a gap of "
                 f"{gap * 1e3:.2f} ms" + (
-                    "" if gap <= self.reuse_bound else ": the rest is the moment (memory "
-                    "traffic the load count does not see) or the two timings' spread"))
+                    "" if gap <= self.reuse_bound else ": the rest, past both timings' spreads, is "
+                    "the moment (memory traffic the load count does not see) or another "
+                    "difference between the two harnesses"))
         elif self.verdict == "the sweep faster":
             lines.append("the sweep ran faster: its point stands")
         if 1 < shares["Timer"] <= 1 + timer.iqr_s / timer.median_s:

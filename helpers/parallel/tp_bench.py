@@ -41,14 +41,14 @@ class TPBenchmark:
     ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
     ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
     (the least over ranks, call by call): the exchange itself, without the wait for a slower
-    peer that the rest of ``allreduce`` is. ``single_step``: the median step of the
-    unsharded decoder run in the caller's process (all its threads). ``message``: the bytes
-    of one decode all-reduce ([batch × hidden] in float32), and ``lone_allreduce``: the
-    median seconds of a lone all-reduce of exactly that size, timed beside the other sizes
-    (the measured per-call latency of a decode all-reduce, beside the fit's). ``logit_gap``:
-    the largest difference between the sharded logits (prefill and decode) and the unsharded
-    decoder's, whose largest logit is ``logit_scale``; ``single_threads``: the threads the
-    unsharded step ran on."""
+    peer that the rest of ``allreduce`` is. ``single_step`` (and ``single_step_iqr``): the
+    median step of the unsharded decoder run in the caller's process (all its threads).
+    ``message``: the bytes of one decode all-reduce ([batch × hidden] in float32), and
+    ``lone_allreduce``: the median seconds of a lone all-reduce of exactly that size, timed
+    beside the other sizes (the measured per-call latency of a decode all-reduce, beside the
+    fit's). ``logit_gap``: the largest difference between the sharded logits (prefill and
+    decode) and the unsharded decoder's, whose largest logit is ``logit_scale``;
+    ``single_threads``: the threads the unsharded step ran on."""
 
     cfg: ModelConfig
     run: TPRun
@@ -65,11 +65,20 @@ class TPBenchmark:
     exchange_iqr: float
     exchange_share: float
     single_step: float
+    single_step_iqr: float
     message: int
     lone_allreduce: float
     logit_gap: float
     logit_scale: float
     single_threads: int
+
+    @property
+    def verdict(self) -> str:
+        """"paid" or "did not pay" where the two medians differ by more than either step's
+        IQR; else "showed no difference beyond the spread" (a near-tie is no verdict)."""
+        if abs(self.single_step - self.step) <= max(self.step_iqr, self.single_step_iqr):
+            return "showed no difference beyond the spread"
+        return "paid" if self.step < self.single_step else "did not pay"
 
     @property
     def calls(self) -> int:
@@ -159,7 +168,8 @@ class TPBenchmark:
             f"{self.transfer * us:.1f} µs moving {self.message:,} B) / {self.hops} = "
             f"{self.hop_at_most * us:.0f} µs",
             f"decode step: {self.step * 1e3:.2f} ms (IQR {self.step_iqr * 1e3:.2f}); one process "
-            f"unsharded ({self.single_threads} threads): {self.single_step * 1e3:.2f} ms"]
+            f"unsharded ({self.single_threads} threads): {self.single_step * 1e3:.2f} ms (IQR "
+            f"{self.single_step_iqr * 1e3:.2f})"]
         wait = self.allreduce - self.exchange
         lines.append(
             f"its {self.calls} all-reduces on rank 0: {self.allreduce * 1e3:.3f} ms, "
@@ -175,7 +185,7 @@ class TPBenchmark:
             lines.append(f"all-reduces took {'longer' if ratio > 1 else 'less time'} between "
                          "computations than back to back; this run does not measure why")
         lines.append(
-            f"sharding {'paid' if self.step < self.single_step else 'did not pay'} here: "
+            f"sharding {self.verdict} here: "
             f"{self.speedup:.2f}x the unsharded step's speed; a rank reads 1/{self.ideal:.2f} of "
             f"the weights' bytes (the tied LM head whole on each): {self.ideal:.2f}x is the "
             f"ideal where each rank has what the unsharded run had; here the {run.ranks} ranks "
@@ -229,21 +239,21 @@ def benchmark(
                  for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip
     exchange, exchange_iqr = median_and_iqr(exchanges)
     exchange_share = statistics.median(e / s for e, s in zip(exchanges, steps_s, strict=True))
-    single, logits, decode_logits = _single_step(cfg, prompt, decode, seed, warmup)
+    (single, single_iqr), logits, decode_logits = _single_step(cfg, prompt, decode, seed, warmup)
     gap = max((run.logits - logits).abs().max().item(),
               (run.decode_logits - decode_logits).abs().max().item())
     return TPBenchmark(cfg, run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr,
                        fitted, predicted, predicted / step, exchange, exchange_iqr,
-                       exchange_share, single, message, times[message], gap,
+                       exchange_share, single, single_iqr, message, times[message], gap,
                        logits.abs().max().item(), torch.get_num_threads())  # fmt: skip
 
 
 @torch.inference_mode()
 def _single_step(
     cfg: ModelConfig, prompt: torch.Tensor, decode: torch.Tensor, seed: int, warmup: int
-) -> tuple[float, torch.Tensor, torch.Tensor]:
-    """The unsharded decoder here, on the same ids as the run: its median decode step, its
-    prefill logits and its decode steps' logits [batch, steps, vocab]."""
+) -> tuple[tuple[float, float], torch.Tensor, torch.Tensor]:
+    """The unsharded decoder here, on the same ids as the run: its decode step's (median,
+    IQR), its prefill logits and its decode steps' logits [batch, steps, vocab]."""
     model = reference_decoder(cfg, seed)
     for _ in range(warmup + 1):
         logits, cache = model(prompt, max_tokens=prompt.shape[1] + decode.shape[1])
@@ -253,4 +263,4 @@ def _single_step(
             out, cache = model(decode[:, column : column + 1], cache)
             samples.append(time.perf_counter() - start)
             steps.append(out)
-    return statistics.median(samples), logits, torch.cat(steps, dim=1)
+    return median_and_iqr(samples), logits, torch.cat(steps, dim=1)

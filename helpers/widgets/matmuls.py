@@ -111,8 +111,10 @@ def draw_matmuls(axes, view: MatmulView):
                           textcoords="offset points", fontsize=8, ha=align)
     left.set_ylabel("achieved FLOP/s")
     first = rows[0]
-    left.set_title(f"{layer}: [m×{first.k}]·[{first.k}×{first.n}] at m={first.m}, {dtype}",
-                   fontsize=10)  # fmt: skip
+    scaled = any((r.k, r.n) != (first.k, first.n) for r in rows)
+    left.set_title(f"{layer}: [m×{first.k}]·[{first.k}×{first.n}], {dtype}"
+                   + (f" (at m={first.m}; larger m timed scaled down, see the table)"
+                      if scaled else ""), fontsize=10)  # fmt: skip
 
     ms = [r.m for r in rows]
     right.plot(ms, [r.achieved_flops for r in rows], "o", label=points_kind)

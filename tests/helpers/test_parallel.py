@@ -256,6 +256,15 @@ def test_what_the_lone_calls_bound_worked_by_hand(bench):
     part = sharding.shard_config(TINY, 2)
     assert bench.ideal == memory.weight_bytes(TINY, "fp32") / memory.weight_bytes(part, "fp32")
     assert 1 < bench.ideal < 2 and bench.speedup == bench.single_step / bench.step
+    # The verdict: a speed-up only past both steps' spreads (0.01 ms against an IQR of 2.85 ms
+    # is no verdict), a slowdown likewise.
+    near = dataclasses.replace(bench, step=11.35e-3, step_iqr=2.85e-3, single_step=11.36e-3,
+                               single_step_iqr=0.5e-3)
+    assert near.verdict == "showed no difference beyond the spread"
+    assert "sharding showed no difference beyond the spread here: 1.00x" in near.report()
+    faster = dataclasses.replace(near, step=7e-3, step_iqr=0.3e-3)
+    slower = dataclasses.replace(near, step=16e-3, step_iqr=0.3e-3)
+    assert (faster.verdict, slower.verdict) == ("paid", "did not pay")
 
 
 def test_a_failing_rank_is_reported_and_nothing_is_left():
