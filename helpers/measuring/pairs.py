@@ -95,8 +95,10 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
                    f"{band}; {trend}; yet in the sweep's blocks the same kernel and shape "
                    f"streamed {kernel_best / kernel_moment:.0%} of the stream measured beside it "
-                   f"({kernel_moment / 1e9:.1f} GB/s), within the band: the pairs' timing (each "
-                   "call alone, after a stream) held it back, not the kernel")
+                   f"({kernel_moment / 1e9:.1f} GB/s), "
+                   + ("within" if kernel_best / kernel_moment <= STREAM_BAND[1] else "above")
+                   + " the band: the pairs' timing (each call alone, after a stream) held it "
+                   "back, not the kernel")
     elif kernel_best is not None and kernel_best > 1.05 * best_matmul and follows is not True:
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
                    f"{band}; {trend}; yet the same kernel and shape streamed "

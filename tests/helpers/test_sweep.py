@@ -449,6 +449,9 @@ def test_a_sweep_point_at_the_stream_beside_it_puts_the_pairs_shortfall_to_their
     assert "the notch lies below 95%–105%" in reading and "the kernel's" not in reading
     assert ("yet in the sweep's blocks the same kernel and shape streamed 96% of the stream "
             "measured beside it (47.1 GB/s), within the band: the pairs' timing") in reading
+    # at 118% of the stream beside it, above the band: said so, not "within"
+    above = pairs.pairs_reading(rates, kernel_best=55.6e9, kernel_moment=47.1e9)
+    assert "streamed 118% of the stream measured beside it (47.1 GB/s), above the band" in above
     # at 90% of the stream beside it, out of the band: the shortfall stays the kernel's
     kernel = pairs.pairs_reading(rates, kernel_best=42.4e9, kernel_moment=47.1e9)
     assert "so that shortfall is the kernel's" in kernel
