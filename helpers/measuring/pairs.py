@@ -21,7 +21,7 @@ well as the stream; a notch above it, better; below it, worse."""
 
 def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS,
                   kernel_best: float | None = None,
-                  kernel_moment: float | None = None) -> str:
+                  kernel_moment: float | None = None, set_ceiling: bool = False) -> str:
     """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
     ceiling, for any outcome. Each pair's matmul rate over its stream's (the same moment)
     is a sample; their median and its notch (median ± 1.57·IQR/√r, chapter 4) say whether
@@ -44,7 +44,9 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     ``kernel_moment``, the stream rate (B/s) measured beside the sweep's point (the streams
     just before and after its dtype's sweep), says which. Where the point's share of that
     stream is at least the pairs' median share, less 5%, memory was slower at the sweep's
-    moment; otherwise the sweep's timing lost the difference."""
+    moment; otherwise the sweep's timing lost the difference. ``set_ceiling``: these pairs'
+    fastest group set the bandwidth ceiling (``sweep.fastest_group``), so no gap to it is
+    read."""
     ratios = [matmul / stream for stream, matmul in rates]
     median, iqr = timing.median_and_iqr(ratios)
     notch = 1.57 * iqr / math.sqrt(len(ratios))
@@ -89,7 +91,8 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
                       "the groups scatter, no limit of the kernel's own shown"}
         reading = (f"the matmul streamed {share} at the same moment: the notch reaches {band}, "
                    f"so it streams as well as x.sum(), within the spread; {trend}, "
-                   f"{gap[follows]}")  # fmt: skip
+                   + ("and its fastest group set the bandwidth ceiling itself: no gap to it to "
+                      "read" if set_ceiling else gap[follows]))
     elif (kernel_best is not None and kernel_moment is not None
           and kernel_best / kernel_moment >= STREAM_BAND[0]):
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "

@@ -449,6 +449,11 @@ def test_a_sweep_point_at_the_stream_beside_it_puts_the_pairs_shortfall_to_their
     assert "the notch lies below 95%–105%" in reading and "the kernel's" not in reading
     assert ("yet in the sweep's blocks the same kernel and shape streamed 96% of the stream "
             "measured beside it (47.1 GB/s), within the band: the pairs' timing") in reading
+    # The pairs whose fastest group set the bandwidth ceiling have no gap to it to read.
+    level = [((47 + 0.01 * i) * 1e9, 1.0 * (47 + 0.01 * i) * 1e9) for i in range(20)]
+    own = pairs.pairs_reading(level, set_ceiling=True)
+    assert own.endswith("its fastest group set the bandwidth ceiling itself: no gap to it to read")
+    assert "falls as short of the ceiling" in pairs.pairs_reading(level)
     # at 118% of the stream beside it, above the band: said so, not "within"
     above = pairs.pairs_reading(rates, kernel_best=55.6e9, kernel_moment=47.1e9)
     assert "streamed 118% of the stream measured beside it (47.1 GB/s), above the band" in above
