@@ -50,9 +50,6 @@ __all__ = [
     "flops_utilization",
     "bandwidth_utilization",
     "prediction_error",
-    "layer_time",
-    "layer_check",
-    "full_size_time",
     "check_sweep",
     "sweep_summary",
     "steps_at_context",
@@ -359,7 +356,8 @@ def fifo_first_tokens(
     return result
 
 
-# A measured time held against the roofline: a matmul's, a layer's, a step's (chapters 4-6).
+# A measured time held against the roofline: a matmul's, a step's (chapters 4-6; a layer's:
+# ``layer_roofline``).
 
 
 def roofline_verdict(
@@ -411,61 +409,6 @@ def prediction_error(predicted: float, measured: float) -> float:
     if measured <= 0:
         raise ValueError(f"measured must be positive, got {measured}")
     return predicted / measured - 1
-
-
-def layer_time(
-    shapes: Mapping[str, tuple[int, int]], m: int, peak: float, bandwidth: float,
-    dtype: str = "bf16",
-) -> float:  # fmt: skip
-    """Roofline seconds of a layer's matmuls run one after the other (chapter 5): the sum of
-    ``roofline.matmul_time`` over its ``{name: (in_features, out_features)}`` at m tokens,
-    each matmul with its own bound."""
-    return sum(matmul_time(m, k, n, peak, bandwidth, dtype).seconds for k, n in shapes.values())
-
-
-def layer_check(
-    shapes: Mapping[str, tuple[int, int]], m: int, seconds: Mapping[str, float], peak: float,
-    bandwidth: float, dtype: str = "bf16",
-) -> dict[str, float | str]:  # fmt: skip
-    """A layer's measured matmuls against the roofline (chapter 5). ``shapes`` maps each
-    matmul's name to its (in, out) features, ``seconds`` the same names to their measured
-    times at m tokens. Returns ``"predicted"``: the roofline's time of the layer, each matmul
-    at its own bound (``roofline.matmul_time``) and the times added, not the roofline of the
-    layer's total FLOPs and bytes (which lets a memory-bound matmul's bytes hide behind a
-    compute-bound one's FLOPs); ``"error"``: ``prediction_error`` against the layer's
-    measured time; ``"worst"``: the matmul that loses the most time against its own roofline
-    time (measured − predicted; the first in ``shapes``' order on a tie), the one worth a
-    look first, and ``"roof"``: the bound of that matmul, "compute" or "memory", the ceiling
-    it fell short of."""
-    if set(seconds) != set(shapes) or not shapes:
-        raise ValueError("need a measured time for each matmul of shapes, and at least one")
-    floors = {name: matmul_time(m, k, n, peak, bandwidth, dtype)
-              for name, (k, n) in shapes.items()}  # fmt: skip
-    predicted = sum(floor.seconds for floor in floors.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name].seconds)
-    return {"predicted": float(predicted),
-            "error": prediction_error(predicted, sum(seconds.values())),
-            "worst": worst, "roof": floors[worst].bound}  # fmt: skip
-
-
-def full_size_time(
-    m: int, timed: tuple[int, int], real: tuple[int, int], median_s: float, peak: float,
-    bandwidth: float, dtype: str = "bf16",
-) -> float | None:  # fmt: skip
-    """The real shape's seconds at m tokens estimated from a point timed at a scaled shape
-    (chapter 5). ``timed`` and ``real`` are (k, n); the real shape is assumed to run at the
-    share of its roofline the timed one reached (a smaller matrix may suit the kernel better or
-    worse: chapter 5's section 6 prints how far apart the shares ran): ``median_s`` · t(real) /
-    t(timed), t from ``roofline.matmul_time``. None when the two have different bounds: a
-    scaled shape has less intensity, so between its knee and the real shape's it is
-    memory-bound while the real one is compute-bound, and a share of the bandwidth says
-    nothing about a share of the compute."""
-    if not median_s > 0:
-        raise ValueError(f"median_s must be positive, got {median_s!r}")
-    timed_time, real_time = (matmul_time(m, k, n, peak, bandwidth, dtype) for k, n in (timed, real))
-    if timed_time.bound != real_time.bound:
-        return None
-    return float(median_s * real_time.seconds / timed_time.seconds)
 
 
 # A measured decode batch sweep: step time at each batch size (chapter 7).

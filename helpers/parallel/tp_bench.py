@@ -18,7 +18,8 @@ import torch
 
 from helpers.counting import memory
 from helpers.counting.models import ModelConfig
-from helpers.measuring.timing import median_and_iqr
+from helpers.measuring.timing import Timing, median_and_iqr
+from helpers.measuring.verdicts import slower_beyond_spread
 from helpers.parallel import sharding
 from helpers.parallel.distributed import TPRun, reference_decoder, run_tensor_parallel
 
@@ -33,7 +34,8 @@ EXCHANGE_AGREES = (0.8, 1.25)
 @dataclass
 class TPBenchmark:
     """What ``benchmark`` measured and predicted; seconds throughout. ``step``: rank 0's
-    median decode step and its IQR, and the all-reduce time a step likewise; ``share``: the
+    median decode step (``step_iqr``: its IQR; the samples are ``run.step_seconds[0]``), and
+    the all-reduce time a step likewise; ``share``: the
     all-reduces' measured share of a step (median of each step's share) and its IQR;
     ``link``: the ring model fitted to the lone all-reduces, the decode step's own message
     among them (``sharding.fit_ring``);
@@ -41,8 +43,9 @@ class TPBenchmark:
     ``predicted_share``: that over the measured median step. ``exchange`` (median, IQR) and
     ``exchange_share``: a step's all-reduces as the last rank to reach each one timed it
     (the least over ranks, call by call): the exchange itself, without the wait for a slower
-    peer that the rest of ``allreduce`` is. ``single_step`` (and ``single_step_iqr``): the
-    median step of the unsharded decoder run in the caller's process (all its threads).
+    peer that the rest of ``allreduce`` is. ``single_samples``: the
+    steps of the unsharded decoder run in the caller's process (all its threads); their
+    median and IQR are ``single_step`` and ``single_step_iqr``.
     ``message``: the bytes of one decode all-reduce ([batch × hidden] in float32), and
     ``lone_allreduce``: the median seconds of a lone all-reduce of exactly that size, timed
     beside the other sizes (the measured per-call latency of a decode all-reduce, beside the
@@ -52,20 +55,16 @@ class TPBenchmark:
 
     cfg: ModelConfig
     run: TPRun
-    step: float
-    step_iqr: float
     allreduce: float
     allreduce_iqr: float
     share: float
     share_iqr: float
     link: sharding.Link
     predicted_allreduce: float
-    predicted_share: float
     exchange: float
     exchange_iqr: float
     exchange_share: float
-    single_step: float
-    single_step_iqr: float
+    single_samples: tuple[float, ...]
     message: int
     lone_allreduce: float
     logit_gap: float
@@ -73,12 +72,45 @@ class TPBenchmark:
     single_threads: int
 
     @property
+    def predicted_share(self) -> float:
+        return self.predicted_allreduce / self.step
+
+    @property
+    def step(self) -> float:
+        return self._sharded.median_s
+
+    @property
+    def step_iqr(self) -> float:
+        return self._sharded.iqr_s
+
+    @property
+    def single_step(self) -> float:
+        return self._single.median_s
+
+    @property
+    def single_step_iqr(self) -> float:
+        return self._single.iqr_s
+
+    @property
+    def _sharded(self) -> Timing:
+        return Timing.from_samples(self.run.step_seconds[0], device=self.run.backend,
+                                   threads=self.run.threads)  # fmt: skip
+
+    @property
+    def _single(self) -> Timing:
+        return Timing.from_samples(self.single_samples, device="caller",
+                                   threads=self.single_threads)  # fmt: skip
+
+    @property
     def verdict(self) -> str:
-        """"paid" or "did not pay" where the two medians differ by more than either step's
-        IQR; else "showed no difference beyond the spread" (a near-tie is no verdict)."""
-        if abs(self.single_step - self.step) <= max(self.step_iqr, self.single_step_iqr):
-            return "showed no difference beyond the spread"
-        return "paid" if self.step < self.single_step else "did not pay"
+        """"paid" or "did not pay" where one step is slower than the other past the spread
+        (``verdicts.slower_beyond_spread``); else "showed no difference beyond the spread" (a
+        near-tie is no verdict)."""
+        if slower_beyond_spread(self._sharded, self._single):
+            return "paid"
+        if slower_beyond_spread(self._single, self._sharded):
+            return "did not pay"
+        return "showed no difference beyond the spread"
 
     @property
     def calls(self) -> int:
@@ -224,7 +256,6 @@ def benchmark(
     run = run_tensor_parallel(cfg, ranks, prompt, decode, seed=seed, warmup=warmup,
                               allreduce_sizes=timed, timeout=timeout)  # fmt: skip
     steps_s, reduces = run.step_seconds[0], run.allreduce_seconds[0]
-    step, step_iqr = median_and_iqr(steps_s)
     allreduce, allreduce_iqr = median_and_iqr(reduces)
     share, share_iqr = median_and_iqr([r / s for r, s in zip(reduces, steps_s, strict=True)])
     times = run.allreduce_times
@@ -239,21 +270,21 @@ def benchmark(
                  for per_rank in zip(*run.allreduce_calls, strict=True)]  # fmt: skip
     exchange, exchange_iqr = median_and_iqr(exchanges)
     exchange_share = statistics.median(e / s for e, s in zip(exchanges, steps_s, strict=True))
-    (single, single_iqr), logits, decode_logits = _single_step(cfg, prompt, decode, seed, warmup)
+    single_samples, logits, decode_logits = _single_step(cfg, prompt, decode, seed, warmup)
     gap = max((run.logits - logits).abs().max().item(),
               (run.decode_logits - decode_logits).abs().max().item())
-    return TPBenchmark(cfg, run, step, step_iqr, allreduce, allreduce_iqr, share, share_iqr,
-                       fitted, predicted, predicted / step, exchange, exchange_iqr,
-                       exchange_share, single, single_iqr, message, times[message], gap,
+    return TPBenchmark(cfg, run, allreduce, allreduce_iqr, share, share_iqr, fitted, predicted,
+                       exchange, exchange_iqr, exchange_share, tuple(single_samples), message,
+                       times[message], gap,
                        logits.abs().max().item(), torch.get_num_threads())  # fmt: skip
 
 
 @torch.inference_mode()
 def _single_step(
     cfg: ModelConfig, prompt: torch.Tensor, decode: torch.Tensor, seed: int, warmup: int
-) -> tuple[tuple[float, float], torch.Tensor, torch.Tensor]:
-    """The unsharded decoder here, on the same ids as the run: its decode step's (median,
-    IQR), its prefill logits and its decode steps' logits [batch, steps, vocab]."""
+) -> tuple[list[float], torch.Tensor, torch.Tensor]:
+    """The unsharded decoder here, on the same ids as the run: its decode steps' seconds (the
+    last pass's), its prefill logits and its decode steps' logits [batch, steps, vocab]."""
     model = reference_decoder(cfg, seed)
     for _ in range(warmup + 1):
         logits, cache = model(prompt, max_tokens=prompt.shape[1] + decode.shape[1])
@@ -263,4 +294,4 @@ def _single_step(
             out, cache = model(decode[:, column : column + 1], cache)
             samples.append(time.perf_counter() - start)
             steps.append(out)
-    return median_and_iqr(samples), logits, torch.cat(steps, dim=1)
+    return samples, logits, torch.cat(steps, dim=1)

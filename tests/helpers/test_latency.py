@@ -45,65 +45,6 @@ def test_bad_latency_arguments():
         latency.e2e_fixed_tpot(0.1, -1.0, 3)
 
 
-def test_full_size_time_keeps_the_timed_share_of_the_roofline():
-    real, timed = (3584, 18944), (896, 296)  # the gate at scale 16 (bench.scaled)
-    # Both compute-bound at m = 4096 on a CPU-like device: the FLOPs ratio, s² = 256.
-    assert latency.full_size_time(4096, timed, real, 0.01, 120e9, 15e9, "fp32") == (
-        pytest.approx(0.01 * 256)
-    )
-    # Both memory-bound on an H100 at m = 64: the bytes ratio, not the FLOPs ratio.
-    kv, small = (3584, 512), (1792, 256)
-    ratio = memory.linear_bytes(64, *kv, "bf16") / memory.linear_bytes(64, *small, "bf16")
-    assert latency.full_size_time(64, small, kv, 2e-6, 989e12, 3.35e12, "bf16") == (
-        pytest.approx(2e-6 * ratio)
-    )
-    assert ratio != pytest.approx(4, rel=0.05)
-    # The same shape timed: the measurement itself.
-    assert latency.full_size_time(7, real, real, 0.02, 120e9, 15e9, "fp32") == 0.02
-
-
-def test_full_size_time_refuses_a_change_of_bound():
-    # The timed gate sits below its knee, the real one above theirs: no estimate.
-    ridge = 989e12 / 3.35e12
-    timed, real = (896, 1184), (3584, 18944)  # the gate at scale 8
-    m = roofline.gemm_knee(*real, ridge, "bf16")
-    assert m < roofline.gemm_knee(*timed, ridge, "bf16")
-    assert latency.full_size_time(m, timed, real, 1e-5, 989e12, 3.35e12, "bf16") is None
-    # At scale 16 the timed gate never reaches the ridge: memory-bound at any m.
-    assert roofline.gemm_knee(896, 296, ridge, "bf16") is None
-    assert latency.full_size_time(4096, (896, 296), real, 1e-5, 989e12, 3.35e12, "bf16") is None
-    with pytest.raises(ValueError):
-        latency.full_size_time(1, real, real, 0.0, 1e9, 1e9)
-
-
-def test_layer_check_adds_each_matmul_at_its_own_bound():
-    """At 400 tokens on an H100 the k, v projections are memory-bound and the rest
-    compute-bound: the layer's roofline time is the sum of the seven, more than the roofline
-    of its total FLOPs and bytes; the matmul named is the one that loses the most time, not
-    the one with the lowest share of its roof."""
-    shapes = {name: kn for name, kn in QWEN.linear_shapes().items() if name != "lm_head"}
-    m, peak, bandwidth = 400, H100.peak("bf16"), H100.bandwidth
-    floors = {name: roofline.bound_time(2 * m * k * n, memory.linear_bytes(m, k, n, "bf16"),
-                                        peak, bandwidth) for name, (k, n) in shapes.items()}
-    assert floors["k"].bound == "memory" and floors["gate"].bound == "compute"
-    share = {**dict.fromkeys(shapes, 0.95), "k": 0.3, "down": 0.8}
-    seconds = {name: floors[name].seconds / share[name] for name in shapes}
-    check = latency.layer_check(shapes, m, seconds, peak, bandwidth, "bf16")
-    predicted = sum(floor.seconds for floor in floors.values())
-    assert check["predicted"] == pytest.approx(predicted)
-    assert check["predicted"] > max(sum(f.flops for f in floors.values()) / peak,
-                                    sum(f.bytes_moved for f in floors.values()) / bandwidth)
-    assert check["error"] == pytest.approx(predicted / sum(seconds.values()) - 1)
-    assert (check["worst"], check["roof"]) == ("down", "compute")  # k's share is lower
-    assert latency.layer_check(shapes, m, {**seconds, "k": seconds["k"] * 40}, peak,
-                               bandwidth, "bf16")["roof"] == "memory"
-    # q and o: one shape, one time, a tie; the first named wins
-    pair = {"q": (4096, 4096), "o": (4096, 4096)}
-    assert latency.layer_check(pair, 16, {"q": 1.0, "o": 1.0}, 1e11, 1e10)["worst"] == "q"
-    with pytest.raises(ValueError, match="each matmul"):
-        latency.layer_check(pair, 16, {"q": 1.0}, 1e11, 1e10)
-
-
 def test_roofline_verdict_names_the_ceiling_a_timing_beats():
     """Chapter 4: the matmul ceiling first (no cache explains beating it), then the bandwidth;
     each beaten only by more than the tolerance."""

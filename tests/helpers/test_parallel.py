@@ -256,15 +256,28 @@ def test_what_the_lone_calls_bound_worked_by_hand(bench):
     part = sharding.shard_config(TINY, 2)
     assert bench.ideal == memory.weight_bytes(TINY, "fp32") / memory.weight_bytes(part, "fp32")
     assert 1 < bench.ideal < 2 and bench.speedup == bench.single_step / bench.step
-    # The verdict: a speed-up only past both steps' spreads (0.01 ms against an IQR of 2.85 ms
-    # is no verdict), a slowdown likewise.
-    near = dataclasses.replace(bench, step=11.35e-3, step_iqr=2.85e-3, single_step=11.36e-3,
-                               single_step_iqr=0.5e-3)
+    # The verdict: a speed-up only past both steps' spreads (notches apart and a gap past
+    # both IQRs, ``verdicts.slower_beyond_spread``), a slowdown likewise. Nine sharded steps
+    # around 11.35 ms with an IQR of 2.1 ms against unsharded ones around 11.36 ms: no verdict.
+    def made_steps(sharded, single):
+        steps = [list(sharded), *bench.run.step_seconds[1:]]
+        run = dataclasses.replace(bench.run, step_seconds=steps)
+        return dataclasses.replace(bench, run=run, single_samples=tuple(single))
+
+    wide = [9.5e-3, 9.9e-3, 10.4e-3, 11.0e-3, 11.35e-3, 11.7e-3, 12.5e-3, 13.2e-3, 13.6e-3]
+    single = [11.1e-3, 11.15e-3, 11.2e-3, 11.3e-3, 11.36e-3, 11.4e-3, 11.5e-3, 11.6e-3, 11.7e-3]
+    near = made_steps(wide, single)
+    assert (near.step, near.single_step) == (11.35e-3, 11.36e-3)
+    assert near.step_iqr == pytest.approx(2.1e-3) and near.single_step_iqr == pytest.approx(0.3e-3)
     assert near.verdict == "showed no difference beyond the spread"
     assert "sharding showed no difference beyond the spread here: 1.00x" in near.report()
-    faster = dataclasses.replace(near, step=7e-3, step_iqr=0.3e-3)
-    slower = dataclasses.replace(near, step=16e-3, step_iqr=0.3e-3)
+    faster = made_steps([t - 4.35e-3 for t in single], single)
+    slower = made_steps([t + 4.65e-3 for t in single], single)
     assert (faster.verdict, slower.verdict) == ("paid", "did not pay")
+    # a gap past both IQRs whose notches still overlap (three samples each) is no verdict
+    few = made_steps([11.0e-3, 11.35e-3, 13.6e-3], [8.0e-3, 8.5e-3, 8.6e-3])
+    assert few.step - few.single_step > max(few.step_iqr, few.single_step_iqr)
+    assert few.verdict == "showed no difference beyond the spread"
 
 
 def test_a_failing_rank_is_reported_and_nothing_is_left():

@@ -1,12 +1,13 @@
 """The chapter 5 sweep explorer without a browser, and the formulas it draws
-(``roofline.matmul_time``/``gemm_knee``, ``latency.layer_time``/``prediction_error``)."""
+(``roofline.matmul_time``/``gemm_knee``, ``layer_roofline.layer_time``,
+``latency.prediction_error``)."""
 
 import math
 
 import matplotlib
 import pytest
 
-from helpers.counting import latency, models, roofline
+from helpers.counting import latency, layer_roofline, models, roofline
 from helpers.counting.roofline import gemm_intensity
 from helpers.measuring import sweep, sweep_record, timing
 from helpers.measuring.ceilings import Ceilings
@@ -70,7 +71,7 @@ def test_knee_tokens_small_m_is_ridge_times_bytes_over_two():
 
 def test_layer_time_sums_every_matmul():
     shapes = {"q": (3584, 3584), "k": (3584, 512), "v": (3584, 512)}
-    total = latency.layer_time(shapes, 7, 1e12, 1e11, "bf16")
+    total = layer_roofline.layer_time(shapes, 7, 1e12, 1e11, "bf16")
     parts = [roofline.matmul_time(7, k, n, 1e12, 1e11, "bf16").seconds for k, n in shapes.values()]
     assert math.isclose(total, sum(parts))
 

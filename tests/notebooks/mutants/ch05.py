@@ -305,120 +305,129 @@ def read_knee(k, n, dtype, seconds, peak, bandwidth):
     return {"predicted": 392, "measured": 215, "cause": "prefill"}
 ''',
     },
-    "ch05_layer_check": {
-        "one roofline for the layer's total FLOPs and bytes": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    flops = sum(2 * m * k * n for k, n in shapes.values())
-    nbytes = sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())
-    predicted = max(flops / peak, nbytes / bandwidth)
-    floors = {name: max(2 * m * k * n / peak, memory.linear_bytes(m, k, n, dtype) / bandwidth)
-              for name, (k, n) in shapes.items()}
+    "ch05_best_fix": {
+        "per matmul, not per shape: the one name that loses the most": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
+    for name, (k, n) in shapes.items():
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
     worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    k, n = shapes[worst]
-    compute_bound = 2 * m * k * n / peak >= memory.linear_bytes(m, k, n, dtype) / bandwidth
-    bound = "compute" if compute_bound else "memory"
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bound}
+    names = groups[shapes[worst]]
+    saved = sum(seconds[name] - floors[name] for name in names)
+    return {"names": tuple(names), "roof": bounds[worst], "speedup": total / (total - saved)}
 ''',
-        "worst: the lowest share of its roofline, not the most time lost": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "the shape furthest below its roof (lowest share)": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    predicted = sum(floors.values())
-    worst = min(shapes, key=lambda name: floors[name] / seconds[name])
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = min(groups, key=lambda kn: min(floors[n] / seconds[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
 ''',
-        "worst: the slowest matmul": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "the slowest shape": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    predicted = sum(floors.values())
-    worst = max(shapes, key=lambda name: seconds[name])
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
 ''',
-        "each distinct shape counted once": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "the fix serves only one matmul of its shape": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    once = {}
-    for name, kn in shapes.items():
-        once.setdefault(kn, floors[name])
-    predicted = sum(once.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
+    saved = seconds[groups[kn][0]] - floors[groups[kn][0]]
+    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
 ''',
-        "weights only in the bytes": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "speedup as the share of time saved": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.dtype_bytes(dtype) * k * n / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    predicted = sum(floors.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": 1 + saved / total}
 ''',
-        "error as measured / predicted - 1": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "names sorted, not in the layer's order": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.linear_bytes(m, k, n, dtype) / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    predicted = sum(floors.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    return {"predicted": float(predicted), "error": sum(seconds.values()) / predicted - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": tuple(sorted(groups[kn])), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
 ''',
-        "roof: the whole layer's bound, not the worst matmul's": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors = {}
+        "roof: the whole layer's bound": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        floors[name] = max(2 * m * k * n / peak,
-                           memory.linear_bytes(m, k, n, dtype) / bandwidth)
-    predicted = sum(floors.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
     flops = sum(2 * m * k * n for k, n in shapes.values())
     nbytes = sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())
     roof = "compute" if flops / peak >= nbytes / bandwidth else "memory"
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": roof}
+    return {"names": tuple(groups[kn]), "roof": roof, "speedup": total / (total - saved)}
 ''',
-        "bf16's 2 bytes whatever the dtype": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds = {}, {}
+        "the time lost as a ratio, summed": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
     for name, (k, n) in shapes.items():
-        compute_s = 2 * m * k * n / peak
-        memory_s = memory.linear_bytes(m, k, n, "bf16") / bandwidth
-        floors[name] = max(compute_s, memory_s)
-        bounds[name] = "compute" if compute_s >= memory_s else "memory"
-    predicted = sum(floors.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    return {"predicted": float(predicted), "error": predicted / sum(seconds.values()) - 1,
-            "worst": worst, "roof": bounds[worst]}
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] / floors[n] - 1 for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
+''',
+        "a list of names": '''
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {}, {}, {}
+    for name, (k, n) in shapes.items():
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
+    saved = sum(seconds[name] - floors[name] for name in groups[kn])
+    return {"names": list(groups[kn]), "roof": bounds[groups[kn][0]],
+            "speedup": total / (total - saved)}
 ''',
         "hard-codes the visible answers": '''
-def layer_check(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    return {"predicted": 0.014879326105919004, "error": -0.4867286401170434,
-            "worst": "down", "roof": "memory"}
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    return {"names": ("gate", "up"), "roof": "memory", "speedup": 1.2854417707025618}
 ''',
     },
 }
