@@ -180,9 +180,10 @@ class DtypeKernels:
                       "the layout cost nothing here (x @ B ran faster); the kernel and its "
                       "prepared weight make the gap" if self.layout < 1 / LAYOUT_CHEAP else
                       "the layout costs little; the kernel and its prepared weight make the gap"
-                      if self.layout_cheap else "its layout sends the product to a slower "
-                      "kernel (which one, this run does not record); engines store each weight "
-                      "in the layout their kernel streams best"))
+                      if self.layout_cheap else "the layout alone cost time here, past the two "
+                      "timings' spreads (through another kernel or the same one reading the "
+                      "transposed weight: this run does not record which); engines store each "
+                      "weight in the layout their kernel streams best"))
         if self.compute_cap is not None:
             out.append(f"{dtype} at m = 1 is compute-bound here: the matmul ceiling caps it at "
                        f"{self.compute_cap / 1e9:.1f} GB/s")

@@ -140,7 +140,7 @@ def test_the_verdicts_flip_where_their_thresholds_are_crossed():
             "best rate the sweep's run saw past the cache, not this machine's limit, so the "
             "memory-bound roofline times of sections 4–8 are not lower bounds here") in lines
     assert "roofline times above" not in lines  # the table prints no roofline times
-    assert "its layout sends the product to a slower kernel" in lines
+    assert "the layout alone cost time here, past the two timings' spreads" in lines
     assert ("(sweep / here 1.12x): the same kernel, so the difference is the timing's moment or "
             "harness") in lines
     assert "  (timed under load: unreliable)\n" in lines + "\n"

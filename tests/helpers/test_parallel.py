@@ -248,6 +248,12 @@ def test_what_the_lone_calls_bound_worked_by_hand(bench):
     assert "out of size order" in report and "1,024 B took 150.0 µs, 4,096 B 120.0 µs" in report
     assert "t_hop <= (100 µs - 1.0 µs moving 1,024 B) / 2 = 49 µs" in report
     assert "falls short of a small message" in report  # 21 µs fitted against the bound's 100
+    assert made.order_noise == pytest.approx(0.25)  # 150 µs against 120 µs
+    # 110 µs fitted against the bound's 100: a 10% miss, within the 25% noise of the medians
+    near_fit = dataclasses.replace(made, link=Link("made", 1e9, 54.488e-6, 0.0, "by hand"))
+    assert near_fit.fitted_at_message == pytest.approx(110e-6)
+    assert ("about meets (within the 25% the out-of-order medians show) a small message"
+            in near_fit.report())
     rising = dataclasses.replace(made, run=dataclasses.replace(
         bench.run, allreduce_times={1024: 50e-6, 8192: 60e-6}))
     assert rising.out_of_order == [] and rising.bound_size == 1024
@@ -270,14 +276,18 @@ def test_what_the_lone_calls_bound_worked_by_hand(bench):
     assert (near.step, near.single_step) == (11.35e-3, 11.36e-3)
     assert near.step_iqr == pytest.approx(2.1e-3) and near.single_step_iqr == pytest.approx(0.3e-3)
     assert near.verdict == "showed no difference beyond the spread"
-    assert "sharding showed no difference beyond the spread here: 1.00x" in near.report()
+    assert ("sharding showed no difference beyond the spread here (medians 0.01 ms apart, within "
+            "the larger IQR, 2.10 ms): 1.00x") in near.report()
     faster = made_steps([t - 4.35e-3 for t in single], single)
     slower = made_steps([t + 4.65e-3 for t in single], single)
     assert (faster.verdict, slower.verdict) == ("paid", "did not pay")
+    assert "sharding paid here (medians 4.35 ms apart, past both IQRs and both notches)" in (
+        faster.report())
     # a gap past both IQRs whose notches still overlap (three samples each) is no verdict
     few = made_steps([11.0e-3, 11.35e-3, 13.6e-3], [8.0e-3, 8.5e-3, 8.6e-3])
     assert few.step - few.single_step > max(few.step_iqr, few.single_step_iqr)
     assert few.verdict == "showed no difference beyond the spread"
+    assert "past both IQRs, but their notches overlap: too few steps to tell" in few.report()
 
 
 def test_a_failing_rank_is_reported_and_nothing_is_left():
