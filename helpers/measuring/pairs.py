@@ -21,7 +21,8 @@ well as the stream; a notch above it, better; below it, worse."""
 
 def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUPS,
                   kernel_best: float | None = None,
-                  kernel_moment: float | None = None, set_ceiling: bool = False) -> str:
+                  kernel_moment: float | None = None, set_ceiling: bool = False,
+                  fastest_stream: float | None = None) -> str:
     """What ``paired_decode``'s pairs say about a one-token matmul's gap to the bandwidth
     ceiling, for any outcome. Each pair's matmul rate over its stream's (the same moment)
     is a sample; their median and its notch (median ± 1.57·IQR/√r, chapter 4) say whether
@@ -46,7 +47,10 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
     stream is at least the pairs' median share, less 5%, memory was slower at the sweep's
     moment; otherwise the sweep's timing lost the difference. ``set_ceiling``: these pairs'
     fastest group set the bandwidth ceiling (``sweep.fastest_group``), so no gap to it is
-    read."""
+    read. ``fastest_stream``: the fastest ``x.sum()`` rate the run measured (B/s); where the
+    notch lies below the band and ``kernel_best`` reaches the band against it, no moment the
+    run saw let ``x.sum()`` outstream the kernel, so the pairs' timing held it back, whether
+    or not the matmul follows the stream."""
     ratios = [matmul / stream for stream, matmul in rates]
     median, iqr = timing.median_and_iqr(ratios)
     notch = 1.57 * iqr / math.sqrt(len(ratios))
@@ -102,6 +106,13 @@ def pairs_reading(rates: Sequence[tuple[float, float]], groups: int = PAIR_GROUP
                    + ("within" if kernel_best / kernel_moment <= STREAM_BAND[1] else "above")
                    + " the band: the pairs' timing (each call alone, after a stream) held it "
                    "back, not the kernel")
+    elif (kernel_best is not None and fastest_stream is not None
+          and kernel_best >= STREAM_BAND[0] * fastest_stream):
+        reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
+                   f"{band}; {trend}; yet in the sweep's blocks the same kernel and shape "
+                   f"streamed {kernel_best / fastest_stream:.0%} of the fastest x.sum() this run "
+                   f"measured ({fastest_stream / 1e9:.1f} GB/s): the pairs' timing (each call "
+                   "alone, after a stream) held it back, not the kernel")
     elif kernel_best is not None and kernel_best > 1.05 * best_matmul and follows is not True:
         reading = (f"the matmul streamed {share} at the same moment: the notch lies below "
                    f"{band}; {trend}; yet the same kernel and shape streamed "
