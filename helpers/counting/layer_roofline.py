@@ -3,7 +3,7 @@
 A layer runs its linear maps one after the other, so its roofline time is each matmul's
 ``roofline.matmul_time`` added up; these functions hold a measured layer against that sum,
 say which one kernel fix would shorten it most, and carry a time measured at a scaled-down
-shape to the real one.
+shape to the real one (an estimate where both have one bound, else a floor).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from helpers.counting.latency import prediction_error
 from helpers.counting.roofline import matmul_time
 
-__all__ = ["layer_time", "layer_check", "best_fix", "full_size_time"]
+__all__ = ["layer_time", "layer_check", "best_fix", "carried_time", "full_size_time"]
 
 
 def layer_time(
@@ -69,21 +69,41 @@ def best_fix(
             "speedup": total / (total - saved[fixed])}
 
 
+def carried_time(
+    m: int, timed: tuple[int, int], real: tuple[int, int], median_s: float, peak: float,
+    bandwidth: float, dtype: str = "bf16",
+) -> float:  # fmt: skip
+    """The real shape's seconds at m tokens carried from a point timed at a scaled shape
+    (chapter 5). ``timed`` and ``real`` are (k, n). The timed point reached a share of the
+    ceiling that bound it (its ``roofline.matmul_time`` over ``median_s``); the kernel is
+    taken to reach that share of that ceiling on the real shape, and at most the other
+    ceiling. Where both shapes have one bound this is ``median_s`` · t(real) / t(timed); where
+    they differ (a scaled shape has less intensity, so between its knee and the real shape's
+    it is memory-bound while the real one is compute-bound) it is only a floor: a share of
+    one ceiling says nothing of the other."""
+    if not median_s > 0:
+        raise ValueError(f"median_s must be positive, got {median_s!r}")
+    roof, real_roof = (matmul_time(m, k, n, peak, bandwidth, dtype) for k, n in (timed, real))
+    if roof.bound == real_roof.bound:  # the same ceiling, scaled alike: the ratio, exactly
+        return float(median_s * real_roof.seconds / roof.seconds)
+    share = roof.seconds / median_s
+    if roof.bound == "compute":
+        peak *= share
+    else:
+        bandwidth *= share
+    return float(matmul_time(m, *real, peak, bandwidth, dtype).seconds)
+
+
 def full_size_time(
     m: int, timed: tuple[int, int], real: tuple[int, int], median_s: float, peak: float,
     bandwidth: float, dtype: str = "bf16",
 ) -> float | None:  # fmt: skip
     """The real shape's seconds at m tokens estimated from a point timed at a scaled shape
-    (chapter 5). ``timed`` and ``real`` are (k, n); the real shape is assumed to run at the
-    share of its roofline the timed one reached (a smaller matrix may suit the kernel better or
-    worse: chapter 5's section 6 prints how far apart the shares ran): ``median_s`` · t(real) /
-    t(timed), t from ``roofline.matmul_time``. None when the two have different bounds: a
-    scaled shape has less intensity, so between its knee and the real shape's it is
-    memory-bound while the real one is compute-bound, and a share of the bandwidth says
-    nothing about a share of the compute."""
-    if not median_s > 0:
-        raise ValueError(f"median_s must be positive, got {median_s!r}")
+    (chapter 5): ``carried_time`` where the two shapes have one bound, None where they differ
+    (there it is a floor, not an estimate). The real shape is assumed to run at the share of
+    its roofline the timed one reached; a smaller matrix may suit the kernel better or worse
+    (chapter 5's section 6 prints how far apart the shares ran)."""
     timed_time, real_time = (matmul_time(m, k, n, peak, bandwidth, dtype) for k, n in (timed, real))
     if timed_time.bound != real_time.bound:
         return None
-    return float(median_s * real_time.seconds / timed_time.seconds)
+    return carried_time(m, timed, real, median_s, peak, bandwidth, dtype)

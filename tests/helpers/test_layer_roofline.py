@@ -98,3 +98,26 @@ def test_best_fix_sums_the_time_lost_over_the_matmuls_sharing_a_shape():
         "names": ("q", "o"), "roof": "compute", "speedup": 1.0}
     with pytest.raises(ValueError, match="each matmul"):
         layer_roofline.best_fix(SHAPES, m, {"q": 1.0}, peak, bandwidth)
+
+
+def test_carried_time_scales_only_the_ceiling_that_bound_the_timed_point():
+    # The gate at scale 8 on an H100 at m = 400: the timed shape memory-bound at 50% of the
+    # bandwidth, the real one compute-bound. The share says the kernel streams at half the
+    # bandwidth; the compute ceiling is taken whole: a floor, max(F/P, M/(β/2)), not the ratio.
+    timed, real, m = (896, 1184), (3584, 18944), 400
+    roof = roofline.matmul_time(m, *timed, 989e12, 3.35e12, "bf16")
+    assert roof.bound == "memory"
+    carried = layer_roofline.carried_time(m, timed, real, 2 * roof.seconds, 989e12, 3.35e12,
+                                          "bf16")
+    floor = max(2 * m * 3584 * 18944 / 989e12,
+                memory.linear_bytes(m, *real, "bf16") / (3.35e12 / 2))
+    assert carried == pytest.approx(floor)
+    ratio = 2 * roof.seconds * roofline.matmul_time(m, *real, 989e12, 3.35e12, "bf16").seconds \
+        / roof.seconds
+    assert carried < ratio  # the ratio of roofline times would charge the compute the share
+    assert layer_roofline.full_size_time(m, timed, real, 2 * roof.seconds, 989e12, 3.35e12,
+                                         "bf16") is None
+    # one bound: the ratio, and full_size_time's estimate
+    carried = layer_roofline.carried_time(4096, timed, real, 0.01, 120e9, 15e9, "fp32")
+    assert carried == pytest.approx(0.01 * 64)  # scale 8: the FLOPs ratio, s² = 64
+    assert carried == layer_roofline.full_size_time(4096, timed, real, 0.01, 120e9, 15e9, "fp32")

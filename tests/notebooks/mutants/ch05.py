@@ -7,100 +7,71 @@ visible answers); it must run without crashing and be rejected by the checkers.
 CHAPTER = "05_matmuls"
 
 MUTANTS = {
-    "ch05_full_size_time": {
-        "FLOPs ratio whatever the bound": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    def bound(k, n):
-        compute = 2 * m * k * n / peak
-        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
-    return float(median_s * real[0] * real[1] / (timed[0] * timed[1]))
+    "ch05_carried_time": {
+        "the ratio of roofline times, whatever the bounds": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    timed_s = roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds
+    real_s = roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds
+    return float(median_s * real_s / timed_s)
 ''',
-        "never refuses: the share carried across a change of bound": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+        "the share applied to both ceilings": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     share = roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds / median_s
-    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / share)
+    return float(roofline.matmul_time(m, *real, peak * share, bandwidth * share, dtype).seconds)
 ''',
-        "the full-size roofline, not the measurement": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    def bound(k, n):
-        compute = 2 * m * k * n / peak
-        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
+        "the share applied to the ceiling that binds the real shape": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    share = roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds / median_s
+    if roofline.matmul_time(m, *real, peak, bandwidth, dtype).bound == "compute":
+        peak = peak * share
+    else:
+        bandwidth = bandwidth * share
     return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds)
 ''',
-        "ratio upside down": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    def bound(k, n):
-        compute = 2 * m * k * n / peak
-        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
-    share = roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / median_s
-    return float(roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds / share)
+        "the real shape's roofline alone, at the full ceilings": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds)
+''',
+        "the share upside down": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    roof = roofline.matmul_time(m, *timed, peak, bandwidth, dtype)
+    share = median_s / roof.seconds
+    if roof.bound == "compute":
+        peak = peak * share
+    else:
+        bandwidth = bandwidth * share
+    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds)
 ''',
         "the shortfall carried over in seconds, not as a share": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    def bound(k, n):
-        compute = 2 * m * k * n / peak
-        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
     slack = median_s - roofline.matmul_time(m, *timed, peak, bandwidth, dtype).seconds
     return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds + slack)
 ''',
-        "weights only in the bytes": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    b = memory.dtype_bytes(dtype)
-    def seconds(k, n):
-        return max(2 * m * k * n / peak, b * k * n / bandwidth)
-    def bound(k, n):
-        return "compute" if 2 * m * k * n / peak >= b * k * n / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
-    return float(median_s * seconds(*real) / seconds(*timed))
+        "the bytes ratio whatever the bound": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    b = 2 if dtype in ("bf16", "fp16") else 4 if dtype == "fp32" else 1
+    k, n = timed
+    rk, rn = real
+    return float(median_s * b * (m * rk + rk * rn + m * rn) / (b * (m * k + k * n + m * n)))
 ''',
-        "bytes ratio whatever the bound": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    def bound(k, n):
-        compute = 2 * m * k * n / peak
-        return "compute" if compute >= memory.linear_bytes(m, k, n, dtype) / bandwidth else "memory"
-    if bound(*timed) != bound(*real):
-        return None
-    return float(median_s * memory.linear_bytes(m, *real, dtype)
-                 / memory.linear_bytes(m, *timed, dtype))
+        "the FLOPs ratio whatever the bound": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    return float(median_s * real[0] * real[1] / (timed[0] * timed[1]))
 ''',
-        "the real shape's bound picks the ratio, never refuses": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+        "the compute and memory times added on the real shape": '''
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    roof = roofline.matmul_time(m, *timed, peak, bandwidth, dtype)
+    share = roof.seconds / median_s
     k, n = real
-    if 2 * m * k * n / peak >= memory.linear_bytes(m, k, n, dtype) / bandwidth:
-        return float(median_s * k * n / (timed[0] * timed[1]))
-    return float(median_s * memory.linear_bytes(m, k, n, dtype)
-                 / memory.linear_bytes(m, *timed, dtype))
-''',
-        "refuses any memory-bound timed point: a share of the bandwidth read as unsafe": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    timed_roof = roofline.matmul_time(m, *timed, peak, bandwidth, dtype)
-    if timed_roof.bound == "memory" and tuple(timed) != tuple(real):
-        return None
-    share = timed_roof.seconds / median_s
-    return float(roofline.matmul_time(m, *real, peak, bandwidth, dtype).seconds / share)
-''',
-        "refuses whenever the shape was scaled": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    if tuple(timed) != tuple(real):
-        return None
-    return float(median_s)
+    compute = 2 * m * k * n / peak
+    memory_s = roofline.matmul_time(m, k, n, 1e30, bandwidth, dtype).seconds
+    if roof.bound == "compute":
+        return float(compute / share + memory_s)
+    return float(compute + memory_s / share)
 ''',
         "hard-codes the visible answers": '''
-def full_size_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
-    if dtype == "fp32":
-        return 1.6
-    if m == 128:
-        return 6.4e-5
-    return None
+def carried_time(m, timed, real, median_s, peak, bandwidth, dtype="bf16"):
+    return 1.6 if dtype == "fp32" else 6.4e-5
 ''',
     },
     "ch05_cache_from_copies": {
