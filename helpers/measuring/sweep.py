@@ -192,10 +192,10 @@ def scaled(shape: LinearShape, scale: int) -> LinearShape:
     ``MIN_SCALED_K`` (or its real size) as long as n can give up what k keeps and stay at
     least ``MIN_SCALED_N`` (a thinner output is a different, memory-bound shape). The FLOPs at
     every m fall by ``scale``² either way. A short sum leaves a CPU's vector units idle
-    between loads and stores: on the 2-core EPYC this book was written on (AVX2, no native
-    bf16; torch 2.13, December 2026), the gate at m = 4096 with k = 112 ran at under half the
-    bf16 rate of the same FLOPs with k = 896, and so would sit far below the matmul ceiling
-    for a reason real prefill shapes (k ≥ 3584) never meet."""
+    between loads and stores: on the 2-core EPYC this book was written on (AVX-512 with
+    AVX512-BF16, no AMX; torch 2.13, December 2026), the gate at m = 4096 with k = 112 ran at
+    under half the bf16 rate of the same FLOPs with k = 896, and so would sit far below the
+    matmul ceiling for a reason real prefill shapes (k ≥ 3584) never meet."""
     if scale < 1:
         raise ValueError(f"scale must be at least 1, got {scale}")
     k_div = scale

@@ -266,6 +266,27 @@ FREE = {
         seconds="bytes_moved / bandwidth"),
     "the roofline's two terms added": _free_mutant(
         seconds="flop_count / peak + bytes_moved / bandwidth"),
+    "tries the batches one by one, up to a million": """
+def free_batch(cfg, hw, context, slack, dtype="bf16"):
+    peak, bandwidth = hw.peak(dtype), hw.bandwidth
+
+    def seconds(flop_count, bytes_moved):
+        return max(flop_count / peak, bytes_moved / bandwidth)
+
+    def step_seconds(batch):
+        by_op = flops.forward_flops(cfg, 1, context=context, batch=batch).by_op
+        moved = memory.forward_bytes(cfg, 1, context=context, batch=batch, dtype=dtype)
+        attention_flops = by_op["attn_scores"] + by_op["attn_values"]
+        weights = seconds(sum(by_op.values()) - attention_flops,
+                          sum(moved.values()) - moved["attention"])
+        return weights + seconds(attention_flops, moved["attention"])
+
+    limit = (1 + slack) * step_seconds(1)
+    batch = 1
+    while batch < 1_000_000 and step_seconds(batch + 1) <= limit:
+        batch += 1
+    return batch
+""",
     "hard-codes the visible answers": """
 def free_batch(cfg, hw, context, slack, dtype="bf16"):
     return 12 if context == 2048 else 4
