@@ -316,14 +316,15 @@ def critical_batch_split(
 
 def free_batch(
     cfg: ModelConfig, hw: HardwareSpec, context: int, slack: float, dtype: str = "bf16",
-    max_batch: int = 1 << 20,
+    max_batch: int = 1 << 40,
 ) -> int:  # fmt: skip
     """Largest batch B whose decode step, each sequence with ``context`` tokens cached,
     takes at most (1 + ``slack``) times the step of one sequence, both timed by the split
     model (``decode_split``: weight matmuls plus attention, each on its own roofline;
     chapter 3). The weights' part hardly grows until the ridge, attention's grows with B
     from the start, so at long contexts the cache ends cheap batching long before the
-    critical batch. ``max_batch`` if no batch up to it is slower than that."""
+    critical batch. ``max_batch`` if no batch up to it is slower than that (the default,
+    2⁴⁰, bounds a bisection of 40 steps, well past any batch a large slack allows)."""
     non_negative_int(context, "context")
     positive_int(max_batch, "max_batch")
     if not slack >= 0:
