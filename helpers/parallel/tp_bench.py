@@ -242,7 +242,6 @@ class TPBenchmark:
                          "run does not measure by what")
         return "\n".join(lines)
 
-
     def _verdict_reason(self) -> str:
         """Why ``verdict`` reads as it does, from the two steps' medians, IQRs and notches."""
         gap = abs(self.step - self.single_step) * 1e3
