@@ -8,13 +8,13 @@ are a few FLOPs per element, negligible beside the matmuls, and memory-bound any
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
 from helpers.counting._validate import non_negative_int, one_of, positive_int
-from helpers.counting.models import ModelConfig
+from helpers.counting.models import ModelConfig, layer_kinds
 
 __all__ = ["ForwardFlops", "matmul_flops", "param_count", "active_param_count", "forward_flops",
            "attended_keys", "op_names", "attention_flops", "attention_flops_per_key",
@@ -240,13 +240,22 @@ def attention_balance_keys(cfg: ModelConfig) -> Fraction:
     return Fraction(rest, per_key)
 
 
-def attention_crossover(cfg: ModelConfig) -> int | None:
+def attention_crossover(cfg: ModelConfig, layer_types: Sequence[str] | None = None) -> int | None:
     """Smallest context c (tokens already in the KV cache) at which a decode step spends at
-    least as many FLOPs on attention, over its c + 1 keys (at most ``sliding_window`` of
-    them), as on everything else it runs as a server runs it: every layer's weight matmuls
-    and the LM head for its one token (chapter 1). None when a sliding window keeps
-    attention below that at any context."""
-    keys = max(1, ceil(attention_balance_keys(cfg)))
-    if cfg.sliding_window is not None and keys > cfg.sliding_window:
-        return None
-    return keys - 1
+    least as many FLOPs on attention as on everything else it runs as a server runs it:
+    every layer's weight matmuls and the LM head for its one token (chapter 1, exercise 4).
+    Its token attends to c + 1 keys in a full layer and to at most ``sliding_window`` in a
+    sliding one; ``layer_types`` lists each layer's kind (``models.layer_kinds``; None:
+    every layer slides when the config has a window). Past the window only the full layers'
+    attention still grows, so a model with one full layer crosses at last; None when every
+    layer slides and the window keeps attention below the rest."""
+    full, sliding = layer_kinds(layer_types, cfg.layers, cfg.sliding_window)
+    balance = attention_balance_keys(cfg)  # keys at which all layers' attention = the rest
+    keys = max(1, ceil(balance))
+    if sliding and keys > cfg.sliding_window:
+        if not full:
+            return None
+        # In units of one layer's key: the rest is balance · L keys; the sliding layers stop
+        # at the window, so the full layers make up what is left.
+        keys = ceil((balance * cfg.layers - sliding * cfg.sliding_window) / full)
+    return keys - 1  # the new token is one of its own keys

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from helpers.counting._validate import non_negative_int, one_of, positive_int
 from helpers.counting.flops import param_count
-from helpers.counting.models import ModelConfig
+from helpers.counting.models import ModelConfig, layer_kinds
 
 __all__ = [
     "kv_blocks",
@@ -137,18 +137,8 @@ def _config_layers(config: Mapping) -> tuple[int, int, int, int | None]:
     kv_heads = positive_int(config.get("num_key_value_heads") or heads, "num_key_value_heads")
     head_dim = positive_int(config.get("head_dim") or config["hidden_size"] // heads, "head_dim")
     window = None if config.get("use_sliding_window") is False else config.get("sliding_window")
-    kinds = config.get("layer_types") or [
-        "full_attention" if window is None else "sliding_attention"] * layers
-    if len(kinds) != layers:
-        raise ValueError(f"layer_types names {len(kinds)} layers, the model has {layers}")
-    for kind in kinds:
-        one_of(kind, ("full_attention", "sliding_attention"), "a layer type")
-    sliding = list(kinds).count("sliding_attention")
-    if sliding and window is None:
-        raise ValueError("a sliding_attention layer needs sliding_window")
-    if sliding:
-        positive_int(window, "sliding_window")
-    return 2 * kv_heads * head_dim, layers - sliding, sliding, window
+    full, sliding = layer_kinds(config.get("layer_types"), layers, window)
+    return 2 * kv_heads * head_dim, full, sliding, window
 
 
 def config_kv_cache_bytes(

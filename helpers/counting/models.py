@@ -23,11 +23,13 @@ transformers does (chapter 6, `06_ttft_tpot`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ModelConfig", "RopeScaling", "PRESETS", "get", "names"]
+from helpers.counting._validate import one_of, positive_int
+
+__all__ = ["ModelConfig", "RopeScaling", "PRESETS", "get", "names", "layer_kinds"]
 
 DENSE_MODEL_TYPES = ("llama", "qwen2", "mistral")
 MOE_MODEL_TYPES = ("mixtral", "qwen3_moe", "deepseek_v3")
@@ -362,6 +364,32 @@ class ModelConfig:
             rope_scaling=scaling,
             **extra,
         )
+
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def layer_kinds(layer_types: Sequence[str] | None, layers: int,
+                window: int | None) -> tuple[int, int]:  # fmt: skip
+    """(full layers, sliding layers) of a model of ``layers`` layers whose config lists
+    ``layer_types``, one kind per layer as a Hugging Face config names them:
+    ``"full_attention"`` (every key) or ``"sliding_attention"`` (the last ``window`` keys;
+    Gemma 3 slides five layers in six). None: every layer slides when ``window`` is set,
+    none otherwise (Mistral-7B-v0.1, the Llama presets)."""
+    if layer_types is None:
+        return (layers, 0) if window is None else (0, layers)
+    if isinstance(layer_types, (str, bytes)) or not isinstance(layer_types, Sequence):
+        raise ValueError(f"layer_types must be a list of layer kinds, got {layer_types!r}")
+    if len(layer_types) != layers:
+        raise ValueError(f"layer_types names {len(layer_types)} layers, the model has {layers}")
+    for kind in layer_types:
+        one_of(kind, LAYER_TYPES, "a layer type")
+    sliding = list(layer_types).count("sliding_attention")
+    if sliding and window is None:
+        raise ValueError("a sliding_attention layer needs sliding_window")
+    if sliding:
+        positive_int(window, "sliding_window")
+    return layers - sliding, sliding
 
 
 def _moe_and_mla_fields(model_type: str, config: Mapping[str, Any], need: Any) -> dict[str, Any]:

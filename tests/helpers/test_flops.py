@@ -1,6 +1,7 @@
 """FLOP and parameter counts against the published totals and against what torch executes."""
 
 import dataclasses
+import operator
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers.counting import flops, models
+from helpers.counting.models import ModelConfig
 from helpers.decoder.model import Decoder
 
 PUBLISHED_PARAMS = {
@@ -194,3 +196,65 @@ def test_attention_crossover_of_a_tie_and_of_a_window():
     assert flops.attention_crossover(models.get("Mistral-7B-v0.1")) is None
     wide = dataclasses.replace(models.get("Mistral-7B-v0.1"), sliding_window=1 << 20)
     assert flops.attention_crossover(wide) == 27_123
+
+
+def _decode_attention_and_rest(cfg, layer_types, context):
+    """A decode step's attention over the layers, each seeing its own keys, and the rest."""
+    step = flops.forward_flops(cfg, 1, context=context, logits="last").by_op
+    per_layer_key = flops.attention_flops_per_key(cfg) // cfg.layers
+    kinds = layer_types or ["full_attention"] * cfg.layers
+    keys = [context + 1 if kind == "full_attention" else min(context + 1, cfg.sliding_window)
+            for kind in kinds]  # fmt: skip
+    return per_layer_key * sum(keys), sum(step.values()) - flops.attention_flops(step)
+
+
+GEMMA_3_1B = ModelConfig(name="Gemma-3-1B", model_type="gemma3_text", hidden=1152,
+                         intermediate=6912, layers=26, n_q_heads=4, n_kv_heads=1, head_dim=256,
+                         vocab=262144, tied_embeddings=True, qkv_bias=False, qk_norm=True,
+                         sliding_window=512)  # fmt: skip
+EVERY_SIXTH_FULL = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                    for i in range(26)]  # fmt: skip
+
+
+@pytest.mark.parametrize("window", [1, 7, 15, 16, 17, 300])
+@pytest.mark.parametrize("kinds", ["SFS", "FSS", "SSF", "FFS", "SSS", "FFF"])
+def test_attention_crossover_with_mixed_layers_is_the_first_context_that_reaches(window, kinds):
+    # A tiny model whose full-attention crossover is 16 keys, so a scan over contexts finds it.
+    cfg = ModelConfig(name="tiny", model_type="llama", hidden=8, intermediate=8, layers=3,
+                      n_q_heads=4, n_kv_heads=2, head_dim=8, vocab=16, tied_embeddings=True,
+                      qkv_bias=False, sliding_window=window)  # fmt: skip
+    layer_types = [{"S": "sliding_attention", "F": "full_attention"}[k] for k in kinds]
+    crossover = flops.attention_crossover(cfg, layer_types)
+    reached = next((c for c in range(2_000)
+                    if operator.ge(*_decode_attention_and_rest(cfg, layer_types, c))), None)
+    assert crossover == reached
+    if crossover is None:
+        assert "F" not in kinds
+
+
+def test_gemma_3_1b_crosses_past_its_context():
+    crossover = flops.attention_crossover(GEMMA_3_1B, EVERY_SIXTH_FULL)
+    assert crossover == 119_223
+    attention, rest = _decode_attention_and_rest(GEMMA_3_1B, EVERY_SIXTH_FULL, crossover)
+    assert attention >= rest
+    attention, rest = _decode_attention_and_rest(GEMMA_3_1B, EVERY_SIXTH_FULL, crossover - 1)
+    assert attention < rest
+    # Every layer full: the window unused, the crossover of full attention.
+    assert flops.attention_crossover(GEMMA_3_1B, ["full_attention"] * 26) == 18_775
+    assert flops.attention_crossover(GEMMA_3_1B) is None  # None: every layer slides
+
+
+@pytest.mark.parametrize("layer_types, message", [
+    ("sliding_attention", "must be a list"),
+    (["full_attention"] * 25, "names 25 layers, the model has 26"),
+    (["full_attention"] * 25 + ["local"], "a layer type"),
+])  # fmt: skip
+def test_attention_crossover_rejects_bad_layer_types(layer_types, message):
+    with pytest.raises(ValueError, match=message):
+        flops.attention_crossover(GEMMA_3_1B, layer_types)
+
+
+def test_a_sliding_layer_needs_a_window():
+    no_window = dataclasses.replace(GEMMA_3_1B, sliding_window=None)
+    with pytest.raises(ValueError, match="needs sliding_window"):
+        flops.attention_crossover(no_window, EVERY_SIXTH_FULL)

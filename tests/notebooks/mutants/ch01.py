@@ -190,22 +190,32 @@ def window_attention_flops(cfg, new_tokens, context):
 }
 
 _CROSSOVER_TEMPLATE = """
-def attention_crossover(cfg):
-    d, hd = cfg.hidden, cfg.head_dim
+def attention_crossover(cfg, layer_types=None):
+    d, hd, window = cfg.hidden, cfg.head_dim, cfg.sliding_window
     q_width, kv_width = cfg.n_q_heads * hd, cfg.n_kv_heads * hd
     per_layer = d * q_width + 2 * d * kv_width + q_width * d + 3 * d * cfg.intermediate
     rest = {rest}
-    per_key = 4 * cfg.layers * {heads} * hd
+    per_key = 4 * {heads} * hd
+    kinds = {kinds}
+    sliding = list(kinds).count("sliding_attention")
+    full = cfg.layers - sliding
     keys = {keys}
-    if {window_check}:
+    if {inside}:
+        return {result}
+    if {no_full}:
         return None
+    keys = {past}
     return {result}
 """
 _CROSSOVER_RIGHT = {
     "rest": "2 * (cfg.layers * per_layer + d * cfg.vocab)",
     "heads": "cfg.n_q_heads",
-    "keys": "max(1, -(-rest // per_key))",
-    "window_check": "cfg.sliding_window is not None and keys > cfg.sliding_window",
+    "kinds": ("layer_types or ['full_attention' if window is None else 'sliding_attention']"
+              " * cfg.layers"),
+    "keys": "max(1, -(-rest // (cfg.layers * per_key)))",
+    "inside": "not sliding or keys <= window",
+    "no_full": "not full",
+    "past": "-(-(rest - sliding * window * per_key) // (full * per_key))",
     "result": "keys - 1",
 }
 
@@ -221,12 +231,25 @@ CROSSOVER = {
     "LM head left out": _crossover_mutant(rest="2 * cfg.layers * per_layer"),
     "attention follows the kv heads": _crossover_mutant(heads="cfg.n_kv_heads"),
     "off by one: the new token does not attend to itself": _crossover_mutant(result="keys"),
-    "a tie does not count (strictly more)": _crossover_mutant(keys="rest // per_key + 1"),
-    "window ignored": _crossover_mutant(window_check="False"),
+    "a tie does not count (strictly more)": _crossover_mutant(
+        keys="rest // (cfg.layers * per_key) + 1",
+        past="(rest - sliding * window * per_key) // (full * per_key) + 1"),
+    "window ignored": _crossover_mutant(inside="True"),
     "off by one at the window: needs a key to spare": _crossover_mutant(
-        window_check="cfg.sliding_window is not None and keys >= cfg.sliding_window"),
+        inside="not sliding or keys < window"),
+    "layer_types ignored: the window slides every layer": _crossover_mutant(
+        kinds="['full_attention' if window is None else 'sliding_attention'] * cfg.layers"),
+    "any sliding layer caps attention for good": _crossover_mutant(no_full="True"),
+    "past the window only the full layers count": _crossover_mutant(
+        past="-(-rest // (full * per_key))"),
+    "sliding layers always at the window, even before it fills": _crossover_mutant(
+        inside="not sliding"),
+    "a sliding layer sees w - 1 keys past the window": _crossover_mutant(
+        past="-(-(rest - sliding * (window - 1) * per_key) // (full * per_key))"),
     "hard-coded visible answers": """
-def attention_crossover(cfg):
+def attention_crossover(cfg, layer_types=None):
+    if layer_types is not None:
+        return 119_223
     return None if cfg.sliding_window else {"Qwen2.5-3B": 20_926}.get(cfg.name)
 """,
 }
