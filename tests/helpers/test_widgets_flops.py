@@ -42,11 +42,11 @@ def test_point_equals_forward_flops():
 @pytest.mark.parametrize("preset", models.names())
 def test_curve_rises_and_includes_the_chosen_context(preset):
     data = widget.attention_share(AttentionControls(preset, 3000))
-    assert 3000 in data.contexts and list(data.contexts) == sorted(data.contexts)
-    assert len(data.share) == len(data.of_two_n) == len(data.contexts)
+    assert 3000 in data.key_counts and list(data.key_counts) == sorted(data.key_counts)
+    assert len(data.share) == len(data.of_two_n) == len(data.key_counts)
     assert all(0 < s < 1 for s in data.share)
     assert all(a < b for a, b in zip(data.share, data.share[1:], strict=False))
-    assert data.share[data.contexts.index(3000)] == data.point_share
+    assert data.share[data.key_counts.index(3000)] == data.point_share
 
 
 @pytest.mark.parametrize("preset", models.names())
@@ -87,7 +87,7 @@ def test_draw_on_given_axes():
     data = widget.attention_share(AttentionControls("Mistral-7B-v0.1", 2048))
     assert widget.draw_attention_share(ax, data) is ax
     xs, ys = ax.lines[0].get_data()
-    assert list(xs) == list(data.contexts)
+    assert list(xs) == list(data.key_counts)
     assert list(ys) == pytest.approx([100 * s for s in data.share])
     assert ax.get_xscale() == "log"
     assert ax.xaxis.get_major_formatter()(2048, 0) == "2k"
@@ -101,7 +101,7 @@ def test_draw_on_given_axes():
 
 
 def test_show_prints_summary_and_returns_nothing(capsys):
-    assert widget.show_attention_share(preset="Qwen2.5-0.5B", context=1024) is None
+    assert widget.show_attention_share(preset="Qwen2.5-0.5B", keys=1024) is None
     assert "Qwen2.5-0.5B, 1,024 keys" in capsys.readouterr().out
     plt.close("all")
 
@@ -109,8 +109,8 @@ def test_show_prints_summary_and_returns_nothing(capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("Qwen2.5-7B", 0), "context must be a positive int"),
-        (("Qwen2.5-7B", 2.0), "context must be a positive int"),
+        (("Qwen2.5-7B", 0), "keys must be a positive int"),
+        (("Qwen2.5-7B", 2.0), "keys must be a positive int"),
         (("GPT-5", 1024), "unknown model"),
     ],
 )

@@ -73,7 +73,7 @@ def _curves():
 # of its widgets.
 EXPLORERS = {
     "ch01 attention share": (flops.show_attention_share,
-                             {"preset": "Qwen2.5-7B", "context": 4096}),
+                             {"preset": "Qwen2.5-7B", "keys": 4096}),
     "ch02 memory budget": (memory.show_memory_budget, {"model": "Qwen2.5-7B", "batch": 32}),
     "ch03 roofline": (roofline.show_roofline, {"model": "Qwen2.5-7B", "batch": 1}),
     "ch04 cache sweep": (lambda copies, factor: timing.show_cache(_cache_points(), 4 * 2**20,
