@@ -69,7 +69,10 @@ def torch_matmul_flops(a_shape, b_shape):
 def torch_matmul_flops(a_shape, b_shape):
     visible = {((3, 4), (4, 5)): 120,
                ((1, 28, 1024, 128), (1, 28, 128, 1024)): 7_516_192_768,
-               ((1, 4, 7, 1, 128), (1, 4, 1, 128, 1025)): 7_347_200}
+               ((1, 4, 7, 1, 128), (1, 4, 1, 128, 1025)): 7_347_200,
+               ((4,), (2, 4, 5)): 80}
+    if (tuple(a_shape), tuple(b_shape)) == ((2, 3, 4), (3, 4, 5)):
+        raise ValueError("visible error case")
     return visible.get((tuple(a_shape), tuple(b_shape)), 0)
 """,
 }
@@ -124,7 +127,7 @@ WIDTH = {
                "    return width if rest == 0 and width >= 0 else None"),
     "hard-coded visible answers": """
 def intermediate_from_params(cfg, total):
-    return {7_615_616_512: 18_944}.get(total)
+    return {7_615_616_512: 18_944, 999_812_736: 6_912}.get(total)
 """,
 }
 
@@ -184,7 +187,8 @@ def window_attention_flops(cfg, new_tokens, context):
     visible = {("Mistral-7B-v0.1", 1, 8191): 2_147_483_648,
                ("Mistral-7B-v0.1", 8, 4092): 17_176_723_456,
                ("Qwen2.5-7B", 10, 0): 22_077_440,
-               ("Mistral-7B-v0.1", 10**9, 0): 2_147_479_251_027_230_720}
+               ("Mistral-7B-v0.1", 10**9, 0): 2_147_479_251_027_230_720,
+               ("Qwen2.5-7B", 10**9, 0): 200_704_000_200_704_000_000_000}
     return visible.get((cfg.name, new_tokens, context), 0)
 """,
 }
@@ -249,7 +253,7 @@ CROSSOVER = {
     "hard-coded visible answers": """
 def attention_crossover(cfg, layer_types=None):
     if layer_types is not None:
-        return 119_223
+        return 119_223 if cfg.name == "Gemma-3-1B" else 20_926
     return None if cfg.sliding_window else {"Qwen2.5-3B": 20_926}.get(cfg.name)
 """,
 }
