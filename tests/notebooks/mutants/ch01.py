@@ -252,9 +252,9 @@ CROSSOVER = {
         past="-(-(rest - sliding * (window - 1) * per_key) // (full * per_key))"),
     "hard-coded visible answers": """
 def attention_crossover(cfg, layer_types=None):
-    if layer_types is not None:
-        return 119_223 if cfg.name == "Gemma-3-1B" else 20_926
-    return None if cfg.sliding_window else {"Qwen2.5-3B": 20_926}.get(cfg.name)
+    if cfg.name == "Gemma-3-1B":
+        return 119_223
+    return None if cfg.sliding_window == 4096 else {"Qwen2.5-3B": 20_926}.get(cfg.name)
 """,
 }
 
