@@ -14,7 +14,7 @@ from grading_support import SANDBOX, fill, release_of, solutions_of, submit
 from grading import course, grader, report
 from grading.release import RELEASE, SOURCE
 from grading.results import INSTRUCTOR_ONLY, student_flags
-from helpers.counting import memory
+from helpers.counting import memory, models
 
 CHAPTER, ANSWER = "02_bytes", "ch02_longest_context"
 TEST = f"{ANSWER}_test"
@@ -27,7 +27,7 @@ def without_markers(solution: str) -> str:
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     """bob hands in the model solution, ann the same renamed, cat the library's
-    ``config_longest_context`` pasted as the answer, with the private functions it calls and
+    ``config_longest_context`` pasted as the answer, with the functions it calls and
     its module's names (and its input check written out: the library's is not among this
     exercise's tools, so it is a stub), dan the release as handed out."""
     course_dir = tmp_path_factory.mktemp("course")
@@ -36,10 +36,12 @@ def batch(tmp_path_factory):
     renamed = (solution.replace("free", "spare").replace("budget", "allowance")
                .replace("layer_bits", "bits_per_layer")
                .replace("# every layer grows with each token", "# all layers still grow"))
-    library = (memory._config_layers, memory._longest_context, memory.config_longest_context)
-    pasted = ("import math\nfrom collections.abc import Mapping\n\n"
+    library = (models.layer_kinds, memory._config_layers, memory._longest_context,
+               memory.config_longest_context)  # fmt: skip
+    pasted = ("import math\nfrom collections.abc import Mapping, Sequence\n\n"
               "from helpers.counting.memory import *\n"
-              "from helpers.counting.memory import _bits, one_of\n\n\n"
+              "from helpers.counting.memory import _bits, one_of\n"
+              "from helpers.counting.models import LAYER_TYPES\n\n\n"
               "def positive_int(value, name):\n    return value\n\n\n"
               + "\n\n".join(inspect.getsource(f) for f in library)
               .replace("def config_longest_context(", "def longest_context("))  # fmt: skip
