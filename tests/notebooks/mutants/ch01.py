@@ -70,7 +70,8 @@ def torch_matmul_flops(a_shape, b_shape):
     visible = {((3, 4), (4, 5)): 120,
                ((1, 28, 1024, 128), (1, 28, 128, 1024)): 7_516_192_768,
                ((1, 4, 7, 1, 128), (1, 4, 1, 128, 1025)): 7_347_200,
-               ((4,), (2, 4, 5)): 80}
+               ((4,), (2, 4, 5)): 80,
+               ((3, 1, 2, 4), (1, 2, 4, 5)): 480}
     if (tuple(a_shape), tuple(b_shape)) == ((2, 3, 4), (3, 4, 5)):
         raise ValueError("visible error case")
     return visible.get((tuple(a_shape), tuple(b_shape)), 0)
@@ -127,7 +128,8 @@ WIDTH = {
                "    return width if rest == 0 and width >= 0 else None"),
     "hard-coded visible answers": """
 def intermediate_from_params(cfg, total):
-    return {7_615_616_512: 18_944, 999_812_736: 6_912}.get(total)
+    return {7_615_616_512: 18_944, 999_812_736: 6_912,
+            903_168_000_001_912_712_704: 3_000_000_000_000_001}.get(total)
 """,
 }
 
@@ -188,7 +190,8 @@ def window_attention_flops(cfg, new_tokens, context):
                ("Mistral-7B-v0.1", 8, 4092): 17_176_723_456,
                ("Qwen2.5-7B", 10, 0): 22_077_440,
                ("Mistral-7B-v0.1", 10**9, 0): 2_147_479_251_027_230_720,
-               ("Qwen2.5-7B", 10**9, 0): 200_704_000_200_704_000_000_000}
+               ("Qwen2.5-7B", 10**9, 0): 200_704_000_200_704_000_000_000,
+               ("Mistral-7B-v0.1", 100, 0): 2_647_654_400}
     return visible.get((cfg.name, new_tokens, context), 0)
 """,
 }
