@@ -6,6 +6,65 @@ visible answers); it must run without crashing and be rejected by the checkers.
 
 CHAPTER = "05_matmuls"
 
+# read_knee and best_fix: each mutant changes one piece of the model answer's cell.
+_KNEE_CAUSE = '''if decode_share < 0.99 * prefill_share:
+        cause = "decode"
+    elif prefill_share < 0.99 * decode_share:
+        cause = "prefill"
+    else:
+        cause = "neither"'''
+_KNEE_TEMPLATE = """
+def read_knee(k, n, dtype, seconds, peak, bandwidth):
+    decode_m, prefill_m = {ends}
+    byte_per_s = {byte_rate}
+    flop_per_s = {flop_rate}
+    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+    {cause}
+    return {{"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
+            "measured": roofline.gemm_knee(k, n, {measured_ridge}, dtype),
+            "cause": cause}}
+"""
+_KNEE_RIGHT = {
+    "ends": "min(seconds), max(seconds)",
+    "byte_rate": "memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]",
+    "flop_rate": "2 * prefill_m * k * n / seconds[prefill_m]",
+    "cause": _KNEE_CAUSE,
+    "measured_ridge": "flop_per_s / byte_per_s",
+}
+
+
+def _knee_mutant(**wrong):
+    return _KNEE_TEMPLATE.format(**(_KNEE_RIGHT | wrong))
+
+
+_FIX_TEMPLATE = """
+def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
+    floors, bounds, groups = {{}}, {{}}, {{}}
+    for name, (k, n) in shapes.items():
+        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
+        floors[name], bounds[name] = roof.seconds, roof.bound
+        groups.setdefault((k, n), []).append(name)
+    total = sum(seconds.values())
+    kn = {pick}
+    saved = {saved}
+    return {{"names": {names}, "roof": {roof}, "speedup": {speedup}}}
+"""
+_FIX_RIGHT = {
+    "pick": "max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))",
+    "saved": "sum(seconds[name] - floors[name] for name in groups[kn])",
+    "names": "tuple(groups[kn])",
+    "roof": "bounds[groups[kn][0]]",
+    "speedup": "total / (total - saved)",
+}
+_LAYER_BOUND = ('("compute" if sum(2 * m * k * n for k, n in shapes.values()) / peak'
+                " >= sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())"
+                ' / bandwidth else "memory")')
+
+
+def _fix_mutant(**wrong):
+    return _FIX_TEMPLATE.format(**(_FIX_RIGHT | wrong))
+
+
 MUTANTS = {
     "ch05_carried_time": {
         "the ratio of roofline times, whatever the bounds": '''
@@ -163,242 +222,51 @@ def cache_from_copies(rows):
 ''',
     },
     "ch05_read_knee": {
-        'first and last entries instead of the smallest and largest m': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = list(seconds)[0], list(seconds)[-1]
-    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    if decode_share < 0.99 * prefill_share:
-        cause = "decode"
-    elif prefill_share < 0.99 * decode_share:
-        cause = "prefill"
-    else:
-        cause = "neither"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'the best rates anywhere in the sweep': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    byte_per_s = max(memory.linear_bytes(m, k, n, dtype) / s for m, s in seconds.items())
-    flop_per_s = max(2 * m * k * n / s for m, s in seconds.items())
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    if decode_share < 0.99 * prefill_share:
-        cause = "decode"
-    elif prefill_share < 0.99 * decode_share:
-        cause = "prefill"
-    else:
-        cause = "neither"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'weights only in the bytes': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = min(seconds), max(seconds)
-    byte_per_s = memory.dtype_bytes(dtype) * k * n / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    if decode_share < 0.99 * prefill_share:
-        cause = "decode"
-    elif prefill_share < 0.99 * decode_share:
-        cause = "prefill"
-    else:
-        cause = "neither"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'cause the wrong way round': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = min(seconds), max(seconds)
-    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    if decode_share < 0.99 * prefill_share:
-        cause = "prefill"
-    elif prefill_share < 0.99 * decode_share:
-        cause = "decode"
-    else:
-        cause = "neither"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'cause read from the knees, not the shares': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = min(seconds), max(seconds)
-    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
+        "first and last entries instead of the smallest and largest m": _knee_mutant(
+            ends="list(seconds)[0], list(seconds)[-1]"),
+        "the best rates anywhere in the sweep": _knee_mutant(
+            byte_rate="max(memory.linear_bytes(m, k, n, dtype) / s for m, s in seconds.items())",
+            flop_rate="max(2 * m * k * n / s for m, s in seconds.items())"),
+        "weights only in the bytes": _knee_mutant(
+            byte_rate="memory.dtype_bytes(dtype) * k * n / seconds[decode_m]"),
+        "cause the wrong way round": _knee_mutant(
+            cause=_KNEE_CAUSE.replace('"decode"', '"swap"').replace('"prefill"', '"decode"')
+            .replace('"swap"', '"prefill"')),
+        "cause read from the knees, not the shares": _knee_mutant(cause='''
     predicted = roofline.gemm_knee(k, n, peak / bandwidth, dtype)
     measured = roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype)
     if predicted is None or measured is None or measured == predicted:
         cause = "neither"
     else:
-        cause = "decode" if measured > predicted else "prefill"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'no 1% band: any difference names a cause': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = min(seconds), max(seconds)
-    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    cause = "decode" if decode_share < prefill_share else "prefill"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, flop_per_s / byte_per_s, dtype),
-            "cause": cause}
-''',
-        'measured ridge inverted': '''
-def read_knee(k, n, dtype, seconds, peak, bandwidth):
-    decode_m, prefill_m = min(seconds), max(seconds)
-    byte_per_s = memory.linear_bytes(decode_m, k, n, dtype) / seconds[decode_m]
-    flop_per_s = 2 * prefill_m * k * n / seconds[prefill_m]
-    decode_share, prefill_share = byte_per_s / bandwidth, flop_per_s / peak
-    if decode_share < 0.99 * prefill_share:
-        cause = "decode"
-    elif prefill_share < 0.99 * decode_share:
-        cause = "prefill"
-    else:
-        cause = "neither"
-    return {"predicted": roofline.gemm_knee(k, n, peak / bandwidth, dtype),
-            "measured": roofline.gemm_knee(k, n, byte_per_s / flop_per_s, dtype),
-            "cause": cause}
-''',
-        'hard-codes the visible answers': '''
+        cause = "decode" if measured > predicted else "prefill"'''),
+        "no 1% band: any difference names a cause": _knee_mutant(
+            cause='cause = "decode" if decode_share < prefill_share else "prefill"'),
+        "measured ridge inverted": _knee_mutant(measured_ridge="byte_per_s / flop_per_s"),
+        "hard-codes the visible answers": """
 def read_knee(k, n, dtype, seconds, peak, bandwidth):
     if dtype == "fp32":
         return {"predicted": 17, "measured": 25, "cause": "decode"}
     return {"predicted": 392, "measured": 215, "cause": "prefill"}
-''',
+""",
     },
     "ch05_best_fix": {
-        "per matmul, not per shape: the one name that loses the most": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    worst = max(shapes, key=lambda name: seconds[name] - floors[name])
-    names = groups[shapes[worst]]
-    saved = sum(seconds[name] - floors[name] for name in names)
-    return {"names": tuple(names), "roof": bounds[worst], "speedup": total / (total - saved)}
-''',
-        "the shape furthest below its roof (lowest share)": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = min(groups, key=lambda kn: min(floors[n] / seconds[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "the slowest shape": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "the fix serves only one matmul of its shape": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
-    saved = seconds[groups[kn][0]] - floors[groups[kn][0]]
-    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "speedup as the share of time saved": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": 1 + saved / total}
-''',
-        "names sorted, not in the layer's order": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": tuple(sorted(groups[kn])), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "roof: the whole layer's bound": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    flops = sum(2 * m * k * n for k, n in shapes.values())
-    nbytes = sum(memory.linear_bytes(m, k, n, dtype) for k, n in shapes.values())
-    roof = "compute" if flops / peak >= nbytes / bandwidth else "memory"
-    return {"names": tuple(groups[kn]), "roof": roof, "speedup": total / (total - saved)}
-''',
-        "the time lost as a ratio, summed": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] / floors[n] - 1 for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": tuple(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "a list of names": '''
-def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
-    floors, bounds, groups = {}, {}, {}
-    for name, (k, n) in shapes.items():
-        roof = roofline.matmul_time(m, k, n, peak, bandwidth, dtype)
-        floors[name], bounds[name] = roof.seconds, roof.bound
-        groups.setdefault((k, n), []).append(name)
-    total = sum(seconds.values())
-    kn = max(groups, key=lambda kn: sum(seconds[n] - floors[n] for n in groups[kn]))
-    saved = sum(seconds[name] - floors[name] for name in groups[kn])
-    return {"names": list(groups[kn]), "roof": bounds[groups[kn][0]],
-            "speedup": total / (total - saved)}
-''',
-        "hard-codes the visible answers": '''
+        "per matmul, not per shape: the one name that loses the most": _fix_mutant(
+            pick="shapes[max(shapes, key=lambda name: seconds[name] - floors[name])]"),
+        "the shape furthest below its roof (lowest share)": _fix_mutant(
+            pick="min(groups, key=lambda kn: min(floors[n] / seconds[n] for n in groups[kn]))"),
+        "the slowest shape": _fix_mutant(
+            pick="max(groups, key=lambda kn: sum(seconds[n] for n in groups[kn]))"),
+        "the fix serves only one matmul of its shape": _fix_mutant(
+            saved="seconds[groups[kn][0]] - floors[groups[kn][0]]"),
+        "speedup as the share of time saved": _fix_mutant(speedup="1 + saved / total"),
+        "names sorted, not in the layer's order": _fix_mutant(names="tuple(sorted(groups[kn]))"),
+        "roof: the whole layer's bound": _fix_mutant(roof=_LAYER_BOUND),
+        "the time lost as a ratio, summed": _fix_mutant(
+            pick="max(groups, key=lambda kn: sum(seconds[n] / floors[n] - 1 for n in groups[kn]))"),
+        "a list of names": _fix_mutant(names="list(groups[kn])"),
+        "hard-codes the visible answers": """
 def best_fix(shapes, m, seconds, peak, bandwidth, dtype="bf16"):
     return {"names": ("gate", "up"), "roof": "memory", "speedup": 1.2854417707025618}
-''',
+""",
     },
 }
