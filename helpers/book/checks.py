@@ -17,7 +17,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_tensor", "FakeDevice"]
+__all__ = ["check_int", "check_float", "check_choice", "check_dict", "check_pairs", "check_tensor",
+           "FakeDevice"]
 
 
 def _name(value: Any) -> str:
@@ -87,6 +88,27 @@ def check_dict(
             check_int(item, value, f"{what}[{key!r}]")
         else:
             check_float(item, value, f"{what}[{key!r}]", rel=rel)
+
+
+def check_pairs(yours: Any, expected: list[tuple[int | bool, ...]], what: str) -> None:
+    """A plain ``list`` of plain ``tuple``s, as many as ``expected`` and in its order; each
+    element checked by its expected type (``check_int``, or a ``bool`` for a ``bool``)."""
+    _require_type(yours, list, what)
+    if list.__len__(yours) != len(expected):
+        _fail(what, f"a list of {list.__len__(yours)}", repr(expected))
+    for i, want in enumerate(expected):
+        item = list.__getitem__(yours, i)
+        _require_type(item, tuple, f"{what}[{i}]")
+        if tuple.__len__(item) != len(want):
+            _fail(f"{what}[{i}]", f"a tuple of {tuple.__len__(item)}", repr(want))
+        for j, value in enumerate(want):
+            got, where = tuple.__getitem__(item, j), f"{what}[{i}][{j}]"
+            if type(value) is bool:
+                _require_type(got, bool, where)
+                if got is not value:
+                    _fail(where, repr(got), repr(value))
+            else:
+                check_int(got, value, where)
 
 
 def check_tensor(

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.book.checks import check_choice, check_dict, check_float, check_int, check_tensor
+from helpers.book.checks import (
+    check_choice,
+    check_dict,
+    check_float,
+    check_int,
+    check_pairs,
+    check_tensor,
+)
 
 
 class EqualsEverything(int):
@@ -24,6 +31,8 @@ def test_right_answers_pass():
     check_float(0.1 + 0.2, 0.3, "x")
     check_choice("memory", "memory", "bound", ("compute", "memory"))
     check_dict({"a": 1, "b": 2.0}, {"a": 1, "b": 2.0}, "d")
+    check_pairs([(5, False), (8, True)], [(5, False), (8, True)], "p")
+    check_pairs([], [], "p")
     check_tensor(torch.ones(2, 3), torch.ones(2, 3), "t")
 
 
@@ -44,6 +53,14 @@ def test_right_answers_pass():
         (lambda: check_dict({"a": 1}, {"a": 1, "b": 2}, "d"), "missing \\['b'\\]"),
         (lambda: check_dict({"a": 1, "b": 3}, {"a": 1, "b": 2}, "d"), "d\\['b'\\]: yours = 3"),
         (lambda: check_dict([("a", 1)], {"a": 1}, "d"), "a plain dict"),
+        (lambda: check_pairs(((5, False),), [(5, False)], "p"), "a tuple, expected = a plain list"),
+        (lambda: check_pairs([(5, False)], [(5, False), (8, True)], "p"), "a list of 1"),
+        (lambda: check_pairs([[5, False]], [(5, False)], "p"), "p\\[0\\]: yours = a list"),
+        (lambda: check_pairs([(5,)], [(5, False)], "p"), "a tuple of 1"),
+        (lambda: check_pairs([(5, 0)], [(5, False)], "p"), "p\\[0\\]\\[1\\]: yours = a int"),
+        (lambda: check_pairs([(5, True)], [(5, False)], "p"), "yours = True, expected = False"),
+        (lambda: check_pairs([(EqualsEverything(5), False)], [(5, False)], "p"), "EqualsEver"),
+        (lambda: check_pairs([(8, True), (5, False)], [(5, False), (8, True)], "p"), "off by"),
         (lambda: check_tensor(torch.ones(2), torch.ones(2, 1), "t"), "shape \\(2,\\)"),
         (lambda: check_tensor(torch.ones(2).double(), torch.ones(2), "t"), "dtype torch.float64"),
         (lambda: check_tensor(torch.zeros(2), torch.ones(2), "t"), "largest difference 1"),

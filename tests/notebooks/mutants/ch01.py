@@ -97,20 +97,27 @@ def intermediate_from_params(cfg, total):
     attention = d * q_width + 2 * d * kv_width + q_width * d
     biases = ({biases}) if cfg.qkv_bias else 0
     norms = {norms}
-    embeddings = cfg.vocab * d * ({embedding_factor})
-    fixed = embeddings + cfg.layers * (attention + biases + norms) + {final_norm}
+    fixed = cfg.layers * (attention + biases + norms) + {final_norm}
     per_width = {matrices} * d * cfg.layers
-    {result}
+    fits = []
+    for tied in {ties}:
+        embeddings = cfg.vocab * d * ({embedding_factor})
+        {width}
+        if {fits}:
+            fits.append((width, tied))
+    return {result}
 """
 _WIDTH_RIGHT = {
     "kv_heads": "cfg.n_kv_heads",
     "biases": "q_width + 2 * kv_width",
     "norms": "2 * d",
-    "embedding_factor": "1 if cfg.tied_embeddings else 2",
     "final_norm": "d",
     "matrices": "3",
-    "result": ("width, rest = divmod(total - fixed, per_width)\n"
-               "    return width if rest == 0 and width > 0 else None"),
+    "ties": "(True, False)",
+    "embedding_factor": "1 if tied else 2",
+    "width": "width, rest = divmod(total - fixed - embeddings, per_width)",
+    "fits": "rest == 0 and width > 0",
+    "result": "sorted(fits)",
 }
 
 
@@ -119,6 +126,7 @@ def _width_mutant(**wrong):
 
 
 WIDTH = {
+    "the config's own tie believed": _width_mutant(ties="(cfg.tied_embeddings,)"),
     "tied LM head counted twice": _width_mutant(embedding_factor="2"),
     "untied LM head forgotten": _width_mutant(embedding_factor="1"),
     "forgot the q/k/v biases": _width_mutant(biases="0"),
@@ -126,21 +134,20 @@ WIDTH = {
     "two MLP matrices, not SwiGLU's three": _width_mutant(matrices="2"),
     "forgot the norms": _width_mutant(norms="0", final_norm="0"),
     "forgot the final norm": _width_mutant(final_norm="0"),
-    "rounds to the nearest width instead of returning None": _width_mutant(
-        result="return max(1, round((total - fixed) / per_width))"),
-    "floor division: no check that the width is whole": _width_mutant(
-        result="width = (total - fixed) // per_width\n"
-               "    return width if width > 0 else None"),
+    "rounds to the nearest width": _width_mutant(
+        width="width, rest = round((total - fixed - embeddings) / per_width), 0"),
+    "floor division: no check that the width is whole": _width_mutant(fits="width > 0"),
     "float division: exact only for small totals": _width_mutant(
-        result="width = (total - fixed) / per_width\n"
-               "    return int(width) if width == int(width) and width > 0 else None"),
-    "a width of 0 accepted": _width_mutant(
-        result="width, rest = divmod(total - fixed, per_width)\n"
-               "    return width if rest == 0 and width >= 0 else None"),
+        width="width = (total - fixed - embeddings) / per_width\n"
+              "        rest, width = width - int(width), int(width)"),
+    "a width of 0 accepted": _width_mutant(fits="rest == 0 and width >= 0"),
+    "the first fit only": _width_mutant(result="sorted(fits)[:1]"),
+    "tied first, not the smallest width first": _width_mutant(result="fits"),
     "hard-coded visible answers": """
 def intermediate_from_params(cfg, total):
-    return {7_615_616_512: 18_944, 999_812_736: 6_912,
-            903_168_000_001_912_712_704: 3_000_000_000_000_001}.get(total)
+    return {7_615_616_512: [(18_944, False)], 1_235_814_400: [(5_520, False), (8_192, True)],
+            999_812_736: [(6_912, True)],
+            903_168_000_001_912_712_704: [(3_000_000_000_000_001, False)]}.get(total, [])
 """,
 }
 
