@@ -25,11 +25,9 @@ REGION = {
 
 
 def secret_lines(cell_source: str, kind: str) -> set[str]:
-    """Lines inside a cell's solution or hidden-test regions that appear nowhere else in it.
-    Punctuation alone (a list's closing ``]``) tells nothing: only lines with a letter or a
-    digit count."""
+    """Lines inside a cell's solution or hidden-test regions that appear nowhere else in it."""
     inside = {line.strip() for region in REGION[kind].findall(cell_source)
-              for line in region.splitlines() if any(ch.isalnum() for ch in line)}  # fmt: skip
+              for line in region.splitlines() if line.strip()}  # fmt: skip
     outside = {line.strip() for line in REGION[kind].sub("", cell_source).splitlines()}
     return inside - outside
 
